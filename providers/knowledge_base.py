@@ -1,0 +1,213 @@
+"""Knowledge bases: one Chroma collection each, embedded (``PersistentClient``) under the data dir.
+
+Documents are split into token-bounded chunks with deterministic ids (``<doc_id>#<n>``), so
+re-ingesting an unchanged document adds nothing and a changed one replaces its old chunks.
+Embeddings are always computed by :mod:`providers.embeddings`; Chroma's own default
+embedding function (which downloads a model) is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import chromadb
+from chromadb.config import Settings as ChromaSettings
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from providers.embeddings import get_embeddings
+from providers.settings import get_settings
+from providers.text import split_into_chunks
+
+KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+_COLLECTION_PREFIX = "kb__"
+_METADATA_TYPES = (str, int, float, bool)
+
+
+class KnowledgeBaseError(ValueError):
+    """A user-facing problem with a knowledge base name or its documents."""
+
+
+def validate_kb_name(name: str) -> str:
+    if not KB_NAME_RE.match(name or ""):
+        raise KnowledgeBaseError(
+            f"invalid knowledge base name {name!r}: use 1-63 letters, digits, '-' or '_'"
+        )
+    return name
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class IngestReport:
+    """What one ingest call changed."""
+
+    added_documents: int = 0
+    replaced_documents: int = 0
+    unchanged_documents: int = 0
+    added_chunks: int = 0
+    doc_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """A whole document before chunking; ``doc_id`` must be stable across re-ingests."""
+
+    doc_id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class KnowledgeBase:
+    """A named collection of chunks with vector search."""
+
+    def __init__(self, name: str, client: Any, embeddings: Embeddings, chunk_tokens: int = 250):
+        self.name = validate_kb_name(name)
+        self.embeddings = embeddings
+        self.chunk_tokens = chunk_tokens
+        self._collection = client.get_or_create_collection(
+            _COLLECTION_PREFIX + name,
+            embedding_function=None,
+            metadata={"hnsw:space": "cosine"},
+        )
+        self._write_lock = threading.Lock()
+
+    def count(self) -> int:
+        """Number of chunks stored."""
+        return self._collection.count()
+
+    def document_count(self) -> int:
+        metadatas = self._collection.get(include=["metadatas"])["metadatas"] or []
+        return len({meta.get("doc_id") for meta in metadatas})
+
+    def add(
+        self,
+        documents: Iterable[SourceDocument],
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced."""
+        documents = list(documents)
+        for doc in documents:
+            if not doc.doc_id or not doc.text.strip():
+                raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
+        report = IngestReport()
+        with self._write_lock:
+            stored = self._stored_hashes([doc.doc_id for doc in documents])
+            for doc in documents:
+                digest = content_hash(doc.text)
+                if stored.get(doc.doc_id) == digest:
+                    report.unchanged_documents += 1
+                    if progress:
+                        progress(1)
+                    continue
+                chunks = split_into_chunks(doc.text, self.chunk_tokens)
+                vectors = self.embeddings.embed_documents(chunks)
+                if doc.doc_id in stored:
+                    self._collection.delete(where={"doc_id": doc.doc_id})
+                    report.replaced_documents += 1
+                else:
+                    report.added_documents += 1
+                base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
+                self._collection.upsert(
+                    ids=[f"{doc.doc_id}#{n}" for n in range(len(chunks))],
+                    embeddings=vectors,
+                    documents=chunks,
+                    metadatas=[
+                        {**base, "doc_id": doc.doc_id, "chunk": n, "content_hash": digest}
+                        for n in range(len(chunks))
+                    ],
+                )
+                stored[doc.doc_id] = digest
+                report.added_chunks += len(chunks)
+                report.doc_ids.append(doc.doc_id)
+                if progress:
+                    progress(1)
+        return report
+
+    def _stored_hashes(self, doc_ids: list[str]) -> dict[str, str]:
+        hashes: dict[str, str] = {}
+        for start in range(0, len(doc_ids), 200):
+            batch = doc_ids[start : start + 200]
+            got = self._collection.get(where={"doc_id": {"$in": batch}}, include=["metadatas"])
+            for meta in got["metadatas"] or []:
+                hashes[meta["doc_id"]] = meta["content_hash"]
+        return hashes
+
+    def search(self, query: str, k: int = 4) -> list[Document]:
+        """The ``k`` chunks most similar to ``query``; ``metadata['score']`` is the cosine."""
+        if self.count() == 0:
+            return []
+        vector = self.embeddings.embed_query(query)
+        result = self._collection.query(
+            query_embeddings=[vector],
+            n_results=min(k, self.count()),
+            include=["documents", "metadatas", "distances"],
+        )
+        return [
+            Document(
+                id=chunk_id,
+                page_content=text,
+                metadata={**meta, "score": round(1.0 - distance, 4), "kb": self.name},
+            )
+            for chunk_id, text, meta, distance in zip(
+                result["ids"][0],
+                result["documents"][0],
+                result["metadatas"][0],
+                result["distances"][0],
+                strict=True,
+            )
+        ]
+
+
+@lru_cache(maxsize=4)
+def _client(path: str) -> Any:
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(
+        path=path, settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    )
+
+
+_kb_cache: dict[tuple[str, str], KnowledgeBase] = {}
+_kb_cache_lock = threading.Lock()
+_attached: dict[str, KnowledgeBase] = {}
+
+
+def open_knowledge_base(name: str, directory: Path) -> KnowledgeBase:
+    """A knowledge base stored under ``directory`` instead of the data dir (throw-away KBs)."""
+    return KnowledgeBase(name, _client(str(directory.resolve())), get_embeddings())
+
+
+def attach_knowledge_base(kb: KnowledgeBase) -> None:
+    """Make :func:`get_knowledge_base` return ``kb`` for its name in this process."""
+    _attached[kb.name] = kb
+
+
+def get_knowledge_base(name: str | None = None) -> KnowledgeBase:
+    """The named knowledge base under the configured data dir (created empty if new)."""
+    settings = get_settings()
+    name = validate_kb_name(name or settings.default_kb)
+    if name in _attached:
+        return _attached[name]
+    key = (str(settings.chroma_dir.resolve()), name)
+    with _kb_cache_lock:
+        if key not in _kb_cache:
+            _kb_cache[key] = KnowledgeBase(name, _client(key[0]), get_embeddings())
+        return _kb_cache[key]
+
+
+def list_knowledge_bases() -> list[str]:
+    settings = get_settings()
+    if not settings.chroma_dir.exists():
+        return []
+    client = _client(str(settings.chroma_dir.resolve()))
+    names = [getattr(c, "name", c) for c in client.list_collections()]
+    return sorted(n[len(_COLLECTION_PREFIX) :] for n in names if n.startswith(_COLLECTION_PREFIX))

