@@ -1,0 +1,58 @@
+"""The strategy registry: every compiled graph, by name, for the CLI, the server and the evals.
+
+Each strategy module exports ``builder`` (a :class:`StateGraph`) and ``graph``, compiled
+without a checkpointer as LangGraph's dev server requires. :func:`compile_strategy` compiles
+the same builder with a checkpointer for our own CLI and server.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    module: str
+    description: str
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("naive", "graphs.naive", "retrieve once and answer (the baseline)"),
+        Strategy(
+            "self_rag",
+            "graphs.self_rag",
+            "retrieve? → grade documents → generate → grounded? useful? → loop",
+        ),
+    )
+}
+
+
+class UnknownStrategyError(ValueError):
+    pass
+
+
+def get_strategy(name: str) -> Strategy:
+    if name not in STRATEGIES:
+        raise UnknownStrategyError(
+            f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGIES)}"
+        )
+    return STRATEGIES[name]
+
+
+def compile_strategy(
+    name: str, checkpointer: BaseCheckpointSaver | None = None
+) -> CompiledStateGraph:
+    """The strategy's graph, compiled with ``checkpointer`` (or the shared one without)."""
+    module = importlib.import_module(get_strategy(name).module)
+    if checkpointer is None:
+        return module.graph
+    compiled = module.builder.compile(checkpointer=checkpointer)
+    compiled.name = name
+    return compiled

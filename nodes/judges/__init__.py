@@ -1,0 +1,85 @@
+"""Judges and generators, chosen per run by ``Context.judge_backend`` / ``generator_backend``.
+
+Backends are looked up in ``JUDGE_BACKENDS`` / ``GENERATOR_BACKENDS``; tests register fakes there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nodes.judges.base import (
+    Answer,
+    Generator,
+    GroundingGrade,
+    Judge,
+    JudgeConfigurationError,
+    RelevanceGrade,
+    RetrievalDecision,
+    UsefulnessGrade,
+)
+from state import Context
+
+
+def _local_judge(context: Context) -> Judge:
+    from nodes.judges.local import LocalJudge
+    from providers.embeddings import get_embeddings
+
+    return LocalJudge(get_embeddings(), context.relevance_threshold)
+
+
+def _llm_judge(context: Context) -> Judge:
+    from nodes.judges.llm import LLMJudge
+    from providers.models import get_chat_model
+
+    return LLMJudge(get_chat_model("grader"), context.relevance_threshold)
+
+
+def _local_generator(context: Context) -> Generator:
+    from nodes.judges.local import ExtractiveGenerator
+    from providers.embeddings import get_embeddings
+
+    return ExtractiveGenerator(get_embeddings())
+
+
+def _llm_generator(context: Context) -> Generator:
+    from nodes.judges.llm import LLMGenerator
+    from providers.models import get_chat_model
+
+    return LLMGenerator(get_chat_model("generator"))
+
+
+JUDGE_BACKENDS: dict[str, Callable[[Context], Judge]] = {"local": _local_judge, "llm": _llm_judge}
+GENERATOR_BACKENDS: dict[str, Callable[[Context], Generator]] = {
+    "local": _local_generator,
+    "llm": _llm_generator,
+}
+
+
+def _pick(registry: dict[str, Callable[[Context], Any]], name: str, what: str) -> Any:
+    if name not in registry:
+        raise JudgeConfigurationError(f"unknown {what} backend {name!r}; use {', '.join(registry)}")
+    return registry[name]
+
+
+def get_judge(context: Context) -> Judge:
+    return _pick(JUDGE_BACKENDS, context.judge_backend, "judge")(context)
+
+
+def get_generator(context: Context) -> Generator:
+    return _pick(GENERATOR_BACKENDS, context.generator_backend, "generator")(context)
+
+
+__all__ = [
+    "GENERATOR_BACKENDS",
+    "JUDGE_BACKENDS",
+    "Answer",
+    "Generator",
+    "GroundingGrade",
+    "Judge",
+    "RelevanceGrade",
+    "RetrievalDecision",
+    "UsefulnessGrade",
+    "get_generator",
+    "get_judge",
+]

@@ -1,0 +1,248 @@
+"""The local backend: every judgement from embeddings, lexical overlap and rules; no LLM.
+
+Scores combine the e5 cosine (compressed: unrelated ≈0.70-0.80, related ≈0.78-0.95, so it is
+rescaled between ``COSINE_FLOOR`` and ``COSINE_CEILING``) with the weighted share of the
+question's terms found in the text. The thresholds were calibrated on the shared rag-eval
+fixture with ``python -m benchmarks.calibrate`` (see the README for the numbers).
+
+The local generator is *extractive*: it quotes the sentences of the relevant documents that
+best answer the question and never writes text of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from nodes.judges.base import (
+    Answer,
+    GroundingGrade,
+    RelevanceGrade,
+    RetrievalDecision,
+    UsefulnessGrade,
+)
+from nodes.judges.usage import record
+from providers.text import (
+    count_tokens,
+    coverage,
+    is_chinese,
+    keywords,
+    split_sentences,
+    term_set,
+    terms,
+)
+
+COSINE_FLOOR = 0.75
+COSINE_CEILING = 0.92
+COSINE_WEIGHT = 0.6
+RELEVANCE_THRESHOLD = 0.56
+KB_PROBE_THRESHOLD = 0.55
+GROUNDED_FULLY = 0.9
+GROUNDED_PARTIALLY = 0.6
+USEFUL_THRESHOLD = 0.3
+
+_CHITCHAT_RE = re.compile(
+    r"^\s*(hi|hello|hey|thanks|thank you|good (morning|afternoon|evening|night)|bye|goodbye|"
+    r"how are you|你好|您好|谢谢|多谢|再见|早上好|晚上好)[\s!.?,！。？，]*$",
+    re.IGNORECASE,
+)
+_ARITHMETIC_RE = re.compile(
+    r"^\s*(what is|what's|calculate|compute|计算)?\s*[\d\s+\-*/().^%=]+[?？]?\s*$", re.I
+)
+_CODE_TASK_RE = re.compile(
+    r"\b(write|implement|refactor|debug|fix)\b.*\b(function|code|script|class|program|regex|query|sql)\b"
+    r"|(写|编写|实现).{0,6}(函数|代码|脚本|程序|正则)",
+    re.IGNORECASE,
+)
+_GENERAL_RE = re.compile(
+    r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
+)
+_NUMBER_Q_RE = re.compile(r"\bhow (many|much|long|old|far|large|big|tall)\b|多少|几", re.I)
+_DATE_Q_RE = re.compile(
+    r"\bwhen\b|\bwhat (year|date|month|day|century|decade)\b|哪一?年|何时|什么时候|哪天|日期", re.I
+)
+_HAS_NUMBER_RE = re.compile(
+    r"\d|[一二三四五六七八九十百千万亿两]|\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|dozen)\b",
+    re.I,
+)
+_HAS_DATE_RE = re.compile(
+    r"\d|\b(january|february|march|april|may|june|july|august|september|october|november|december|century|decade)\b|[年月日世纪]",
+    re.I,
+)
+
+
+def rescale_cosine(cosine: np.ndarray | float) -> np.ndarray:
+    return np.clip((np.asarray(cosine) - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR), 0.0, 1.0)
+
+
+def document_text(doc: Document) -> str:
+    """Chunk text plus its title, which often names the subject the chunk never repeats."""
+    title = str(doc.metadata.get("title", "")).replace("_", " ")
+    return f"{title}\n{doc.page_content}" if title else doc.page_content
+
+
+def expected_answer_type(question: str) -> str:
+    if _DATE_Q_RE.search(question):
+        return "date"
+    if _NUMBER_Q_RE.search(question):
+        return "number"
+    return "any"
+
+
+def matches_answer_type(answer_type: str, text: str) -> bool:
+    if answer_type == "date":
+        return bool(_HAS_DATE_RE.search(text))
+    if answer_type == "number":
+        return bool(_HAS_NUMBER_RE.search(text))
+    return True
+
+
+class LocalScorer:
+    """Question-to-text scores shared by the local judge and the extractive generator."""
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.embeddings = embeddings
+
+    def scores(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        """Blend of rescaled cosine and weighted term coverage, each text against the question."""
+        if not texts:
+            return np.zeros(0)
+        query_vector = np.asarray(self.embeddings.embed_query(question))
+        text_vectors = np.asarray(self.embeddings.embed_documents(list(texts)))
+        cosine = rescale_cosine(text_vectors @ query_vector)
+        question_terms = terms(question)
+        lexical = np.array([coverage(question_terms, term_set(text)) for text in texts])
+        return COSINE_WEIGHT * cosine + (1 - COSINE_WEIGHT) * lexical
+
+
+class LocalJudge:
+    """Judges that need no LLM; calls are counted as ``local.<role>``."""
+
+    backend = "local"
+
+    def __init__(self, embeddings: Embeddings, relevance_threshold: float | None = None) -> None:
+        self.scorer = LocalScorer(embeddings)
+        self.relevance_threshold = (
+            RELEVANCE_THRESHOLD if relevance_threshold is None else relevance_threshold
+        )
+
+    async def needs_retrieval(
+        self, question: str, kb_score: float | None = None
+    ) -> RetrievalDecision:
+        """Transparent rules; for general-knowledge questions the KB's best match breaks the tie."""
+        record(self.backend, "router")
+        if _CHITCHAT_RE.match(question):
+            return RetrievalDecision(False, "small talk")
+        if _ARITHMETIC_RE.match(question) and re.search(r"\d", question):
+            return RetrievalDecision(False, "arithmetic")
+        if _CODE_TASK_RE.search(question):
+            return RetrievalDecision(False, "a coding task, not a question about documents")
+        if _GENERAL_RE.search(question) and kb_score is not None:
+            closeness = float(rescale_cosine(kb_score))
+            if closeness < KB_PROBE_THRESHOLD:
+                return RetrievalDecision(
+                    False, f"general knowledge; best knowledge-base match {kb_score:.2f} is weak"
+                )
+        return RetrievalDecision(True, "asks for facts the knowledge base may hold")
+
+    async def grade_documents(
+        self, question: str, documents: Sequence[Document]
+    ) -> list[RelevanceGrade]:
+        texts = [document_text(doc) for doc in documents]
+        scores = await asyncio.to_thread(self.scorer.scores, question, texts)
+        for _ in documents:
+            record(self.backend, "grader")
+        return [
+            RelevanceGrade(round(float(score), 4), bool(score >= self.relevance_threshold))
+            for score in scores
+        ]
+
+    async def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
+        """Share of the answer's sentences found in, or covered term by term by, the documents."""
+        record(self.backend, "grader")
+        sentences = split_sentences(answer)
+        if not sentences or not documents:
+            return GroundingGrade("none", 0.0)
+        corpus = " ".join(" ".join(document_text(doc).split()) for doc in documents)
+        corpus_terms = term_set(corpus)
+        support = [
+            1.0 if " ".join(s.split()) in corpus else coverage(terms(s), corpus_terms)
+            for s in sentences
+        ]
+        score = float(np.mean(support))
+        if score >= GROUNDED_FULLY:
+            level = "fully"
+        elif score >= GROUNDED_PARTIALLY:
+            level = "partially"
+        else:
+            level = "none"
+        return GroundingGrade(level, round(score, 4))
+
+    async def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
+        """Right kind of answer (a date for "when", a number for "how many") and on topic."""
+        record(self.backend, "grader")
+        answer_type = expected_answer_type(question)
+        if not matches_answer_type(answer_type, answer):
+            return UsefulnessGrade(False, 0.0, f"expected a {answer_type}, the answer has none")
+        score = float((await asyncio.to_thread(self.scorer.scores, question, [answer]))[0])
+        useful = score >= USEFUL_THRESHOLD
+        return UsefulnessGrade(useful, round(score, 4), "on topic" if useful else "off topic")
+
+    async def rewrite_query(
+        self, question: str, attempt: int, documents: Sequence[Document]
+    ) -> str:
+        """Keywords first; later attempts add terms from the closest document (feedback)."""
+        record(self.backend, "rewriter")
+        words = keywords(question)
+        if attempt > 1 and documents:
+            known = set(words)
+            extra = [t for t in keywords(document_text(documents[0]), limit=20) if t not in known]
+            words = words + extra[: 2 * (attempt - 1)]
+        joiner = "" if is_chinese(question) else " "
+        return joiner.join(words) or question
+
+
+class ExtractiveGenerator:
+    """Answers by quoting the best-matching sentences of the documents, with their sources."""
+
+    backend = "local"
+
+    def __init__(self, embeddings: Embeddings, max_sentences: int = 2) -> None:
+        self.scorer = LocalScorer(embeddings)
+        self.max_sentences = max_sentences
+
+    async def generate(
+        self, question: str, documents: Sequence[Document], attempt: int = 1
+    ) -> Answer:
+        candidates = [
+            (sentence, doc) for doc in documents for sentence in split_sentences(doc.page_content)
+        ]
+        prompt_tokens = count_tokens(question) + sum(count_tokens(s) for s, _ in candidates)
+        if not candidates:
+            record(self.backend, "generator", prompt_tokens)
+            return Answer("", "extractive")
+        scores = await asyncio.to_thread(
+            self.scorer.scores, question, [sentence for sentence, _ in candidates]
+        )
+        answer_type = expected_answer_type(question)
+        bonus = np.array(
+            [0.15 if matches_answer_type(answer_type, s) else 0.0 for s, _ in candidates]
+        )
+        ranked = np.argsort(-(scores + bonus), kind="stable")
+        # A regeneration must not repeat the rejected answer: skip the sentences used before.
+        ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
+        best = ranked[0]
+        chosen = [best]
+        for index in ranked[1 : self.max_sentences]:
+            if scores[index] + bonus[index] >= 0.9 * (scores[best] + bonus[best]):
+                chosen.append(index)
+        chosen.sort()
+        text = " ".join(candidates[i][0] for i in chosen)
+        used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
+        record(self.backend, "generator", prompt_tokens, count_tokens(text))
+        return Answer(text, "extractive", used_ids)

@@ -1,0 +1,57 @@
+"""Prompts of the LLM backend, one constant each."""
+
+RETRIEVAL_DECISION_PROMPT = """You decide whether answering a question needs documents from a \
+knowledge base. Answer "no" only for small talk, arithmetic, coding tasks or general knowledge \
+any educated person knows; answer "yes" for specific facts, names, dates, numbers, recent or \
+domain-specific information. The best knowledge-base match scored {kb_score} (0-1).
+
+Question: {question}"""
+
+DOCUMENT_GRADER_PROMPT = """You grade whether a retrieved document is relevant to a question. \
+It is relevant if it contains keywords or meaning that help answer the question; it need not \
+contain the whole answer. Give binary_score "yes" or "no" and a score from 0 to 1.
+
+Document:
+{document}
+
+Question: {question}"""
+
+GROUNDING_GRADER_PROMPT = """You check whether an answer is grounded in a set of facts. \
+Say "fully" if every claim is supported by the facts, "partially" if some are, "no" if none are.
+
+Facts:
+{documents}
+
+Answer: {answer}"""
+
+USEFULNESS_GRADER_PROMPT = """You check whether an answer resolves a question. Give \
+binary_score "yes" if it answers the question, "no" if it does not (evasive, off topic or \
+"I don't know").
+
+Question: {question}
+
+Answer: {answer}"""
+
+REWRITE_PROMPT = """Rewrite the question into a better search query for a vector store: keep \
+the names and key facts, drop filler, and if earlier attempts failed try different wording. \
+This is attempt {attempt}. Reply with the query only, in the question's language.
+
+Question: {question}"""
+
+GENERATE_PROMPT = """You answer questions using only the numbered context passages. Answer \
+in the question's language, in at most three sentences, and cite passages like [1]. If the \
+context does not contain the answer, say you could not find it.
+
+Context:
+{context}
+
+Question: {question}"""
+
+DIRECT_ANSWER_PROMPT = """Answer the question from general knowledge in at most three \
+sentences, in the question's language.
+
+Question: {question}"""
+
+JSON_FALLBACK_SUFFIX = """
+
+Reply with a single JSON object with the fields {fields} and nothing else."""

@@ -1,0 +1,263 @@
+"""The async nodes every strategy is built from.
+
+Each node reads the shared :class:`state.RAGState`, asks a judge or the knowledge base, and
+returns a partial update that always includes one ``steps`` entry describing its decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.documents import Document
+from langgraph.runtime import Runtime
+
+from nodes.judges import get_generator, get_judge
+from nodes.judges.usage import metered
+from providers.knowledge_base import get_knowledge_base
+from providers.text import is_chinese
+from state import RESET, Context, DocGrade, RAGState, Source, Step
+
+NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
+NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
+NO_RETRIEVAL_LOCAL_ANSWER = (
+    "This question does not need the knowledge base ({reason}), and the local backend only "
+    "answers by quoting documents. Configure an LLM generator to answer it directly."
+)
+
+
+def context_of(runtime: Runtime[Context] | None) -> Context:
+    """The run's context; graphs invoked without one get the defaults."""
+    context = runtime.context if runtime is not None else None
+    if isinstance(context, Context):
+        return context
+    return Context.from_overrides(context if isinstance(context, dict) else None)
+
+
+def step(node: str, summary: str) -> list[Step]:
+    return [Step(node=node, summary=summary)]
+
+
+def original_question(state: RAGState) -> str:
+    return state.get("original_question") or state["question"]
+
+
+def emit(runtime: Runtime[Context] | None, payload: dict[str, Any]) -> None:
+    """Send a progress event to ``custom`` stream listeners (a no-op when nobody listens)."""
+    if runtime is not None and runtime.stream_writer is not None:
+        runtime.stream_writer(payload)
+
+
+def to_source(doc: Document, score: float | None = None) -> Source:
+    meta = doc.metadata
+    return Source(
+        id=str(doc.id),
+        doc_id=str(meta.get("doc_id", doc.id)),
+        title=str(meta.get("title", "")),
+        score=round(float(meta.get("score", 0.0) if score is None else score), 4),
+        origin="web" if meta.get("origin") == "web" else "kb",
+    )
+
+
+def graded_documents(state: RAGState, relevant_only: bool = True) -> list[Document]:
+    """Documents of the pool ordered by their grade, best first."""
+    grades = state.get("doc_grades") or {}
+    documents = [
+        doc
+        for doc in state.get("documents") or []
+        if doc.id in grades and (grades[doc.id]["relevant"] or not relevant_only)
+    ]
+    return sorted(documents, key=lambda doc: -grades[doc.id]["score"])
+
+
+def generation_context(state: RAGState, context: Context) -> list[Document]:
+    """Relevant documents when they were graded; otherwise what was last retrieved (naive)."""
+    if state.get("doc_grades"):
+        return graded_documents(state)[: context.max_context_docs]
+    wanted = state.get("last_retrieved_ids") or []
+    by_id = {doc.id: doc for doc in state.get("documents") or []}
+    return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
+
+
+async def prepare(state: RAGState) -> dict[str, Any]:
+    """Start a question: reset per-question fields so one thread can hold many questions."""
+    question = state["question"].strip()
+    if not question:
+        raise ValueError("the question is empty")
+    return {
+        "question": question,
+        "original_question": question,
+        "needs_retrieval": True,
+        "documents": RESET,
+        "last_retrieved_ids": [],
+        "doc_grades": RESET,
+        "generation": "",
+        "answer_kind": None,
+        "sources": [],
+        "grounding": None,
+        "useful": None,
+        "retrieval_attempts": 0,
+        "query_rewrites": 0,
+        "generation_attempts": 0,
+        "stop_reason": None,
+        "steps": RESET,
+        "usage": RESET,
+    }
+
+
+async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Ask the router judge whether the question needs the knowledge base at all."""
+    context = context_of(runtime)
+    question = original_question(state)
+    kb = get_knowledge_base(context.kb)
+    probe = await asyncio.to_thread(kb.search, question, 1)
+    kb_score = probe[0].metadata["score"] if probe else None
+    with metered() as meter:
+        decision = await get_judge(context).needs_retrieval(question, kb_score)
+    verdict = "retrieve" if decision.needed else "answer directly"
+    return {
+        "needs_retrieval": decision.needed,
+        "steps": step("decide_retrieval", f"{verdict} ({decision.reason})"),
+        "usage": meter.counts,
+    }
+
+
+async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Fetch the ``top_k`` chunks most similar to the current query."""
+    context = context_of(runtime)
+    kb = get_knowledge_base(context.kb)
+    documents = await asyncio.to_thread(kb.search, state["question"], context.top_k)
+    emit(runtime, {"node": "retrieve", "query": state["question"], "hits": len(documents)})
+    return {
+        "original_question": original_question(state),
+        "documents": documents,
+        "last_retrieved_ids": [str(doc.id) for doc in documents],
+        "retrieval_attempts": state.get("retrieval_attempts", 0) + 1,
+        "steps": step("retrieve", f"{len(documents)} chunks for {state['question']!r}"),
+    }
+
+
+async def grade_documents(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Grade the chunks just retrieved against the user's question, in one batch."""
+    context = context_of(runtime)
+    question = original_question(state)
+    wanted = set(state.get("last_retrieved_ids") or [])
+    documents = [doc for doc in state.get("documents") or [] if doc.id in wanted]
+    with metered() as meter:
+        grades = await get_judge(context).grade_documents(question, documents)
+    update: dict[str, DocGrade] = {}
+    for doc, grade in zip(documents, grades, strict=True):
+        update[str(doc.id)] = DocGrade(score=grade.score, relevant=grade.relevant, query=question)
+        emit(
+            runtime,
+            {
+                "node": "grade_documents",
+                "id": doc.id,
+                "score": grade.score,
+                "relevant": grade.relevant,
+            },
+        )
+    relevant = sum(grade.relevant for grade in grades)
+    return {
+        "doc_grades": update,
+        "steps": step("grade_documents", f"{relevant}/{len(documents)} relevant"),
+        "usage": meter.counts,
+    }
+
+
+async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Write (or, locally, extract) an answer from the relevant documents."""
+    context = context_of(runtime)
+    question = original_question(state)
+    documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
+    attempt = state.get("generation_attempts", 0) + 1
+    with metered() as meter:
+        answer = await get_generator(context).generate(question, documents, attempt)
+    text, kind = answer.text, answer.kind
+    if not documents and kind == "extractive":
+        reason = state["steps"][-1]["summary"] if state.get("steps") else "no retrieval"
+        text, kind = NO_RETRIEVAL_LOCAL_ANSWER.format(reason=reason), "no_retrieval"
+    grades = state.get("doc_grades") or {}
+    used = [doc for doc in documents if str(doc.id) in set(answer.used_ids)]
+    sources = [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used]
+    return {
+        "generation": text,
+        "answer_kind": kind,
+        "sources": sources,
+        "generation_attempts": attempt,
+        "steps": step("generate", f"{kind} answer #{attempt} from {len(documents)} chunks"),
+        "usage": meter.counts,
+    }
+
+
+async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Check the answer is grounded in its documents, then that it answers the question."""
+    context = context_of(runtime)
+    judge = get_judge(context)
+    documents = generation_context(state, context)
+    with metered() as meter:
+        grounding = await judge.grade_grounding(state["generation"], documents)
+        usefulness = None
+        if grounding.level != "none":
+            usefulness = await judge.grade_usefulness(original_question(state), state["generation"])
+    useful = bool(usefulness and usefulness.useful)
+    if grounding.level == "none":
+        summary = f"not grounded ({grounding.score:.2f})"
+    else:
+        summary = f"{grounding.level} grounded, {'useful' if useful else 'not useful'}"
+        if usefulness and usefulness.reason:
+            summary += f" ({usefulness.reason})"
+    return {
+        "grounding": grounding.level,
+        "useful": useful,
+        "steps": step("grade_generation", summary),
+        "usage": meter.counts,
+    }
+
+
+async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Rewrite the query for another retrieval round."""
+    context = context_of(runtime)
+    attempt = state.get("query_rewrites", 0) + 1
+    closest = graded_documents(state, relevant_only=False)
+    with metered() as meter:
+        query = await get_judge(context).rewrite_query(original_question(state), attempt, closest)
+    return {
+        "question": query,
+        "query_rewrites": attempt,
+        "steps": step("transform_query", f"rewrite #{attempt}: {query!r}"),
+        "usage": meter.counts,
+    }
+
+
+async def finish(state: RAGState) -> dict[str, Any]:
+    """End with the answer."""
+    reason = "answered" if state.get("needs_retrieval", True) else "no_retrieval_needed"
+    return {"stop_reason": reason, "steps": step("finish", reason)}
+
+
+def give_up_reason(state: RAGState, context: Context) -> str:
+    if not state.get("documents"):
+        return "empty_knowledge_base"
+    if state.get("grounding") == "none" and (
+        state.get("generation_attempts", 0) > context.max_regenerations
+    ):
+        return "max_generation_attempts"
+    return "max_retrieval_attempts"
+
+
+async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """End honestly: no answer, the closest evidence seen, and why the loop stopped."""
+    context = context_of(runtime)
+    reason = give_up_reason(state, context)
+    grades = state.get("doc_grades") or {}
+    closest = graded_documents(state, relevant_only=False)[:3]
+    question = original_question(state)
+    answer = NOT_FOUND_ANSWER_ZH if is_chinese(question) else NOT_FOUND_ANSWER
+    return {
+        "generation": answer,
+        "answer_kind": "not_found",
+        "sources": [to_source(doc, grades[doc.id]["score"]) for doc in closest],
+        "stop_reason": reason,
+        "steps": step("give_up", reason),
+    }

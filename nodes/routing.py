@@ -1,0 +1,60 @@
+"""Routing functions: each returns the next node's name and enforces a loop limit.
+
+The limits are counters on the state compared with the run's :class:`state.Context`, so every
+path ends in ``finish`` or ``give_up`` long before any recursion limit.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.runtime import Runtime
+
+from nodes.rag import context_of
+from state import Context, RAGState
+
+
+def route_retrieval_decision(state: RAGState) -> Literal["retrieve", "generate"]:
+    """Retrieve unless the router judge said the question needs no documents."""
+    return "retrieve" if state.get("needs_retrieval", True) else "generate"
+
+
+def route_after_retrieve(state: RAGState) -> Literal["grade_documents", "give_up"]:
+    """An empty knowledge base has nothing to grade."""
+    return "grade_documents" if state.get("last_retrieved_ids") else "give_up"
+
+
+def route_after_grading(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["generate", "transform_query", "give_up"]:
+    """Generate from relevant chunks; with none, rewrite the query while rewrites are left."""
+    grades = state.get("doc_grades") or {}
+    if any(grades[i]["relevant"] for i in state.get("last_retrieved_ids") or [] if i in grades):
+        return "generate"
+    if any(grade["relevant"] for grade in grades.values()):
+        # Earlier rounds already found evidence; answer from it rather than loop.
+        return "generate"
+    if state.get("query_rewrites", 0) < context_of(runtime).max_query_rewrites:
+        return "transform_query"
+    return "give_up"
+
+
+def route_after_generate(state: RAGState) -> Literal["grade_generation", "finish"]:
+    """An answer given without retrieval has no documents to be checked against."""
+    return "grade_generation" if state.get("needs_retrieval", True) else "finish"
+
+
+def route_after_generation_grade(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["finish", "generate", "transform_query", "give_up"]:
+    """Ungrounded → regenerate; grounded but not useful → rewrite; useful → finish."""
+    context = context_of(runtime)
+    if state.get("grounding") == "none":
+        if state.get("generation_attempts", 0) <= context.max_regenerations:
+            return "generate"
+        return "give_up"
+    if state.get("useful"):
+        return "finish"
+    if state.get("query_rewrites", 0) < context.max_query_rewrites:
+        return "transform_query"
+    return "give_up"

@@ -1,0 +1,124 @@
+"""Graph state shared by every strategy.
+
+Loop limits are enforced by routing functions that read the counters kept here, so every run
+ends in a terminal node with a ``stop_reason`` rather than hitting LangGraph's recursion limit.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypedDict
+
+from langchain_core.documents import Document
+
+StopReason = Literal[
+    "answered",
+    "no_retrieval_needed",
+    "max_retrieval_attempts",
+    "max_generation_attempts",
+    "empty_knowledge_base",
+]
+Grounding = Literal["fully", "partially", "none"]
+
+
+class DocGrade(TypedDict):
+    """A judge's verdict on one retrieved chunk for one query."""
+
+    score: float
+    relevant: bool
+    query: str
+
+
+class Source(TypedDict):
+    """A document an answer (or the best evidence) came from."""
+
+    id: str
+    doc_id: str
+    title: str
+    score: float
+    origin: Literal["kb", "web"]
+
+
+class Step(TypedDict):
+    """One line of the run's trace: which node ran and what it decided."""
+
+    node: str
+    summary: str
+
+
+RESET = "delete"
+"""Returned by a node for a reducer-managed field, it clears the field (a new question)."""
+
+
+def merge_documents(
+    existing: list[Document] | None, new: list[Document] | Literal["delete"] | None
+) -> list[Document]:
+    """Accumulate documents across retrieval rounds, deduplicated by id (newer copy wins)."""
+    if new == RESET:
+        return []
+    merged = {doc.id: doc for doc in existing or []}
+    for doc in new or []:
+        merged[doc.id] = doc
+    return list(merged.values())
+
+
+def merge_grades(
+    existing: dict[str, DocGrade] | None, new: dict[str, DocGrade] | Literal["delete"] | None
+) -> dict[str, DocGrade]:
+    """Latest grade per document id: a rewritten query re-grades what it retrieves."""
+    if new == RESET:
+        return {}
+    return {**(existing or {}), **(new or {})}
+
+
+def sum_counts(
+    existing: dict[str, int] | None, new: dict[str, int] | Literal["delete"] | None
+) -> dict[str, int]:
+    """Add counters key by key (calls per role, tokens)."""
+    if new == RESET:
+        return {}
+    total = dict(existing or {})
+    for key, value in (new or {}).items():
+        total[key] = total.get(key, 0) + value
+    return total
+
+
+def append_steps(
+    existing: list[Step] | None, new: list[Step] | Literal["delete"] | None
+) -> list[Step]:
+    """The run's trace grows by each node's steps."""
+    if new == RESET:
+        return []
+    return [*(existing or []), *(new or [])]
+
+
+class InputState(TypedDict):
+    """What a caller provides."""
+
+    question: str
+
+
+class RAGState(TypedDict, total=False):
+    """Everything a run knows; nodes return partial updates of it."""
+
+    question: str
+    """The current search query (rewrites replace it)."""
+    original_question: str
+    """The user's question, unchanged; answers are judged against it."""
+    needs_retrieval: bool
+    documents: Annotated[list[Document], merge_documents]
+    """Every chunk retrieved so far, deduplicated by id."""
+    last_retrieved_ids: list[str]
+    """Chunk ids returned by the most recent retrieval."""
+    doc_grades: Annotated[dict[str, DocGrade], merge_grades]
+    generation: str
+    answer_kind: Literal["extractive", "generative", "not_found", "no_retrieval"]
+    sources: list[Source]
+    grounding: Grounding
+    useful: bool
+    retrieval_attempts: int
+    query_rewrites: int
+    generation_attempts: int
+    stop_reason: StopReason
+    steps: Annotated[list[Step], append_steps]
+    usage: Annotated[dict[str, int], sum_counts]
+    """Calls per backend and role (``llm.grader``, ``local.generator``) and token counts."""
