@@ -1,0 +1,1 @@
+"""Entry points: the command line (:mod:`server.cli`) and the shared run layer."""

@@ -1,0 +1,259 @@
+"""The ``reflexrag`` command line: ingest documents, ask questions, inspect strategies, evaluate.
+
+Bad input exits with status 2 and one line on stderr; nothing already stored is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Chroma and LangSmith would otherwise try to phone home on an offline machine.
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+
+class CLIError(Exception):
+    """A user mistake, reported as one line."""
+
+
+def _context(args: argparse.Namespace) -> Any:
+    from state import Context
+
+    overrides: dict[str, Any] = {"kb": args.kb or ""}
+    for name in (
+        "top_k",
+        "max_query_rewrites",
+        "max_regenerations",
+        "judge_backend",
+        "generator_backend",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    try:
+        return Context.from_overrides(overrides)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _print_result(result: Any) -> None:
+    print()
+    if result.answer_kind == "not_found":
+        print(result.answer)
+        if result.sources:
+            print("Closest evidence:")
+    else:
+        label = (
+            " (extractive: quoted from the sources)" if result.answer_kind == "extractive" else ""
+        )
+        print(f"Answer{label}:\n{result.answer}")
+        if result.sources:
+            print("Sources:")
+    for n, source in enumerate(result.sources, start=1):
+        print(
+            f"  [{n}] {source['title']} ({source['doc_id']}, {source['origin']}, "
+            f"score {source['score']:.2f})"
+        )
+    print(
+        f"stop_reason: {result.stop_reason}  ·  {result.elapsed_s:.2f}s  ·  "
+        f"llm_calls: {result.llm_calls}"
+    )
+
+
+async def _ask(args: argparse.Namespace) -> int:
+    from providers.checkpointer import open_checkpointer
+    from server.runs import ensure_sample_kb, run_question
+
+    question = args.question.strip()
+    if not question:
+        raise CLIError("the question is empty")
+    context = _context(args)
+    ensure_sample_kb(context.kb)
+
+    def show(node: str, update: dict[str, Any]) -> None:
+        if args.json:
+            return
+        steps = update.get("steps")
+        for entry in steps if isinstance(steps, list) else []:
+            print(f"{entry['node']}: {entry['summary']}", flush=True)
+
+    async with open_checkpointer() as checkpointer:
+        result = await run_question(
+            args.strategy,
+            question,
+            context,
+            checkpointer=checkpointer,
+            thread_id=args.thread,
+            on_update=show,
+        )
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from providers.knowledge_base import get_knowledge_base
+    from providers.loaders import load_sources
+
+    kb = get_knowledge_base(args.kb)
+    documents = load_sources(args.paths)
+    with tqdm(
+        total=len(documents),
+        desc=f"ingest → {kb.name}",
+        unit="doc",
+        file=sys.stderr,
+        disable=args.quiet,
+    ) as bar:
+        report = kb.add(documents, progress=bar.update)
+    print(
+        f"{kb.name}: {report.added_documents} added, {report.replaced_documents} replaced, "
+        f"{report.unchanged_documents} unchanged ({report.added_chunks} new chunks; "
+        f"{kb.count()} chunks in total)"
+    )
+    return 0
+
+
+def _graphs(args: argparse.Namespace) -> int:
+    from graphs import STRATEGIES
+
+    width = max(len(name) for name in STRATEGIES)
+    for strategy in STRATEGIES.values():
+        print(f"{strategy.name:<{width}}  {strategy.description}")
+    return 0
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from graphs import compile_strategy
+
+    print(compile_strategy(args.name).get_graph().draw_mermaid())
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from benchmarks.evaluate import headline_table, resolve_strategies, run_eval
+    from benchmarks.fixture import FixtureError
+
+    for path in (args.qa, args.corpus, args.web):
+        if path is not None and not path.is_file():
+            raise CLIError(f"no such file: {path}")
+    try:
+        strategies = resolve_strategies(args.strategies)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    overrides = {
+        k: v
+        for k, v in (
+            ("judge_backend", args.judge_backend),
+            ("generator_backend", args.generator_backend),
+            ("top_k", args.top_k),
+        )
+        if v is not None
+    }
+    try:
+        report = asyncio.run(
+            run_eval(
+                args.qa,
+                args.corpus,
+                args.web,
+                strategies,
+                args.out,
+                limit=args.limit,
+                seed=args.sample_seed,
+                concurrency=args.concurrency,
+                context_overrides=overrides,
+            )
+        )
+    except FixtureError as exc:
+        raise CLIError(str(exc)) from None
+    print(headline_table(report))
+    print(f"wall time {report['wall_seconds']} s; report in {args.out}/report.md")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from graphs import STRATEGIES
+
+    parser = argparse.ArgumentParser(
+        prog="reflexrag", description="Self-correcting retrieval-augmented generation."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ask = commands.add_parser("ask", help="answer a question, streaming each step")
+    ask.add_argument("question")
+    ask.add_argument("--strategy", default="self_rag", choices=list(STRATEGIES))
+    ask.add_argument("--kb", help="knowledge base name (default: the settings' default_kb)")
+    ask.add_argument("--thread", help="thread id, to keep the run in a checkpointed thread")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--top-k", type=int)
+    ask.add_argument("--max-query-rewrites", type=int)
+    ask.add_argument("--max-regenerations", type=int)
+    ask.add_argument("--judge-backend", choices=["local", "llm"])
+    ask.add_argument("--generator-backend", choices=["local", "llm"])
+    ask.set_defaults(handler=_ask)
+
+    ingest = commands.add_parser("ingest", help="add files, folders or URLs to a knowledge base")
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--kb", help="knowledge base name")
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.set_defaults(handler=_ingest)
+
+    listing = commands.add_parser("graphs", help="list the strategies")
+    listing.set_defaults(handler=_graphs)
+
+    show = commands.add_parser("graph", help="print a strategy's graph as Mermaid")
+    show.add_argument("name", choices=list(STRATEGIES))
+    show.set_defaults(handler=_graph)
+    evaluate = commands.add_parser("eval", help="compare strategies on a QA fixture")
+    evaluate.add_argument("--qa", type=Path, required=True, help="QA.jsonl")
+    evaluate.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")
+    evaluate.add_argument("--web", type=Path, help="WEB.jsonl, the offline web snapshot")
+    evaluate.add_argument(
+        "--strategies", default="all", help="comma list (naive,self_rag,tutorial_self_rag) or all"
+    )
+    evaluate.add_argument("--limit", type=int, help="stratified sample of N questions")
+    evaluate.add_argument("--sample-seed", type=int, default=0)
+    evaluate.add_argument("--concurrency", type=int, default=2, help="questions in flight")
+    evaluate.add_argument("--out", type=Path, default=Path("eval-out"))
+    evaluate.add_argument("--top-k", type=int)
+    evaluate.add_argument("--judge-backend", choices=["local", "llm"])
+    evaluate.add_argument("--generator-backend", choices=["local", "llm"])
+    evaluate.set_defaults(handler=_eval)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from graphs import UnknownStrategyError
+    from nodes.judges.base import JudgeConfigurationError
+    from providers.knowledge_base import KnowledgeBaseError
+    from providers.models import ModelConfigurationError
+
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.handler(args)
+        return asyncio.run(result) if asyncio.iscoroutine(result) else result
+    except (
+        CLIError,
+        KnowledgeBaseError,
+        UnknownStrategyError,
+        ModelConfigurationError,
+        JudgeConfigurationError,
+    ) as exc:
+        print(f"reflexrag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
