@@ -1,0 +1,1 @@
+"""Evaluation harness, calibration and benchmarks over QA fixtures (``reflexrag eval``)."""

@@ -1,0 +1,401 @@
+"""``reflexrag eval``: every strategy side by side on a QA fixture.
+
+The corpus (and web snapshot) go into throw-away knowledge bases in a temporary directory;
+embeddings come from the shared on-disk cache, so a second run embeds nothing. Each question
+runs through each strategy; per-question records and aggregates go to ``report.json``, a
+headline table to ``report.md``, and plots to PNG files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from langgraph.errors import GraphRecursionError
+from tqdm import tqdm
+
+from benchmarks import metrics
+from benchmarks.fixture import QAItem, load_qa
+from graphs import STRATEGIES, get_strategy
+from providers.knowledge_base import attach_knowledge_base, open_knowledge_base
+from providers.loaders import load_jsonl
+from server.runs import RunResult, run_question
+from state import Context
+
+CORPUS_KB = "eval-corpus"
+WEB_KB = "eval-web"
+# Comparison targets runnable by name; never part of "all".
+BASELINES = {"tutorial_self_rag": "benchmarks.tutorial_self_rag"}
+BREAKDOWNS = ("lang", "category", "hop", "source")
+HEADLINE = (
+    ("answer_contains", "contains gold"),
+    ("f1", "F1"),
+    ("exact_match", "EM"),
+    ("hit@5", "hit@5"),
+    ("mrr@10", "MRR@10"),
+    ("abstain_or_recover", "honest on unanswerable"),
+    ("wrong_abstention", "wrong abstention"),
+    ("llm_calls", "LLM calls/q"),
+    ("judge_calls", "judge calls/q"),
+    ("seconds_mean", "mean s"),
+    ("seconds_p50", "p50 s"),
+    ("seconds_p95", "p95 s"),
+)
+
+
+@dataclass
+class Record:
+    qid: str
+    strategy: str
+    lang: str
+    category: str
+    hop: str
+    source: str
+    question: str
+    answer: str
+    answer_kind: str | None
+    sources: list[dict[str, Any]]
+    stop_reason: str | None
+    seconds: float
+    usage: dict[str, int]
+    counters: dict[str, int]
+    metrics: dict[str, float]
+    error: str | None = None
+
+
+def resolve_strategies(spec: str) -> list[str]:
+    """``all`` = every registered strategy; otherwise a comma list of strategies/baselines."""
+    if spec == "all":
+        return list(STRATEGIES)
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    for name in names:
+        if name not in BASELINES:
+            get_strategy(name)
+    if not names:
+        raise ValueError("no strategies named")
+    return names
+
+
+def stratified_sample(items: Sequence[QAItem], limit: int | None, seed: int) -> list[QAItem]:
+    """``limit`` questions spread over (source, category, lang) groups in proportion, ≥1 each."""
+    if not limit or limit >= len(items):
+        return list(items)
+    groups: dict[tuple[str, str, str], list[QAItem]] = defaultdict(list)
+    for item in items:
+        groups[(item.source, item.category, item.lang)].append(item)
+    rng = random.Random(seed)
+    quota = {key: max(1, round(limit * len(group) / len(items))) for key, group in groups.items()}
+    while sum(quota.values()) > limit:
+        largest = max(quota, key=lambda key: quota[key])
+        quota[largest] -= 1
+    chosen = [item for key in sorted(groups) for item in rng.sample(groups[key], quota[key])]
+    return chosen
+
+
+def score(item: QAItem, result: RunResult) -> dict[str, float]:
+    """Every metric that applies to this question; the others are left out (not zero)."""
+    answer = result.answer if result.answer_kind != "not_found" else ""
+    abstained = result.answer_kind in {"not_found", "no_retrieval"}
+    values: dict[str, float] = {}
+    if item.answerable:
+        values["exact_match"] = metrics.exact_match(answer, item.answers, item.lang)
+        values["f1"] = metrics.token_f1(answer, item.answers, item.lang)
+        values["answer_contains"] = metrics.contains_answer(answer, item.answers, item.lang)
+        values["wrong_abstention"] = float(abstained)
+        if item.answer_style == "long":
+            values["rouge_l"] = metrics.rouge_l(answer, item.answers, item.lang)
+    else:
+        recovered = metrics.contains_answer(answer, item.web_answers, item.lang)
+        values["web_recovery"] = recovered
+        values["abstain_or_recover"] = float(abstained or bool(recovered))
+    gold = item.gold_doc_ids if item.answerable else item.web_gold_doc_ids
+    if gold:
+        values["hit@5"] = metrics.hit_at_k(result.retrieved_doc_ids, gold, 5)
+        values["mrr@10"] = metrics.mrr_at_k(result.retrieved_doc_ids, gold, 10)
+        values["context_gold_fraction"] = metrics.gold_fraction(result.context_doc_ids, gold)
+        if item.hop == "multi":
+            values["all_gold_recall"] = metrics.all_gold_recall(result.retrieved_doc_ids, gold)
+    values["web_fallback"] = float(any(s.get("origin") == "web" for s in result.sources))
+    return values
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def aggregate(records: Sequence[Record]) -> dict[str, Any]:
+    """Means of every metric over the records it applies to, plus cost and latency."""
+    by_metric: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        for name, value in record.metrics.items():
+            by_metric[name].append(value)
+    summary: dict[str, Any] = {name: round(statistics.fmean(v), 4) for name, v in by_metric.items()}
+    seconds = [r.seconds for r in records]
+    calls: dict[str, list[int]] = defaultdict(list)
+    for record in records:
+        for key in {k for r in records for k in r.usage}:
+            calls[key].append(record.usage.get(key, 0))
+    summary.update(
+        questions=len(records),
+        errors=sum(r.error is not None for r in records),
+        seconds_mean=round(statistics.fmean(seconds), 3) if seconds else 0.0,
+        seconds_p50=round(_percentile(seconds, 0.5), 3),
+        seconds_p95=round(_percentile(seconds, 0.95), 3),
+        llm_calls=round(
+            statistics.fmean(
+                sum(v for k, v in r.usage.items() if k.startswith("llm.")) for r in records
+            ),
+            3,
+        ),
+        judge_calls=round(
+            statistics.fmean(
+                sum(v for k, v in r.usage.items() if k.startswith("local.")) for r in records
+            ),
+            3,
+        ),
+        calls_by_role={k: round(statistics.fmean(v), 3) for k, v in sorted(calls.items())},
+        loops={
+            name: round(statistics.fmean(r.counters.get(name, 0) for r in records), 3)
+            for name in ("query_rewrites", "generation_attempts", "retrieval_attempts")
+        },
+        stop_reasons=_count(r.stop_reason or "error" for r in records),
+    )
+    return summary
+
+
+def _count(values: Any) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for value in values:
+        counts[value] += 1
+    return dict(sorted(counts.items()))
+
+
+async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
+    graph, recursion_limit = None, None
+    if strategy in BASELINES:
+        module = importlib.import_module(BASELINES[strategy])
+        graph, recursion_limit = module.graph, module.RECURSION_LIMIT
+    started = time.perf_counter()
+    error = None
+    try:
+        result = await run_question(
+            strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
+        )
+    except GraphRecursionError:
+        error = "GraphRecursionError"
+    if error:
+        result = RunResult(
+            "", None, [], "recursion_error", strategy, {}, [], {}, 0, time.perf_counter() - started
+        )
+    return Record(
+        qid=item.qid,
+        strategy=strategy,
+        lang=item.lang,
+        category=item.category,
+        hop=item.hop,
+        source=item.source,
+        question=item.question,
+        answer=result.answer,
+        answer_kind=result.answer_kind,
+        sources=result.sources,
+        stop_reason=result.stop_reason,
+        seconds=round(result.elapsed_s, 3),
+        usage=result.usage,
+        counters=result.counters,
+        metrics=score(item, result),
+        error=error,
+    )
+
+
+async def run_eval(
+    qa_path: Path,
+    corpus_path: Path,
+    web_path: Path | None,
+    strategies: list[str],
+    out_dir: Path,
+    limit: int | None = None,
+    seed: int = 0,
+    concurrency: int = 2,
+    context_overrides: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the evaluation and write ``report.json``, ``report.md`` and plots to ``out_dir``."""
+    items = stratified_sample(load_qa(qa_path), limit, seed)
+    corpus = load_jsonl(corpus_path)
+    web = load_jsonl(web_path) if web_path else []
+    context = Context.from_overrides({**(context_overrides or {}), "kb": CORPUS_KB})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="reflexrag-eval-") as tmp:
+        for name, documents in ((CORPUS_KB, corpus), (WEB_KB, web)):
+            kb = open_knowledge_base(name, Path(tmp))
+            with tqdm(
+                total=len(documents),
+                desc=f"ingest {name}",
+                unit="doc",
+                file=sys.stderr,
+                disable=not progress or not documents,
+            ) as bar:
+                kb.add(documents, progress=bar.update)
+            attach_knowledge_base(kb)
+        semaphore = asyncio.Semaphore(max(1, concurrency))
+        bar = tqdm(
+            total=len(items) * len(strategies),
+            desc="questions",
+            unit="run",
+            file=sys.stderr,
+            disable=not progress,
+        )
+
+        async def guarded(strategy: str, item: QAItem) -> Record:
+            async with semaphore:
+                record = await _run_one(strategy, item, context)
+            bar.update()
+            return record
+
+        # Rotate which strategy meets a question first, so cold embedding-cache misses
+        # (sentences embedded on first sight) do not all land on one strategy's latency.
+        jobs = [
+            (strategies[(i + shift) % len(strategies)], item)
+            for i, item in enumerate(items)
+            for shift in range(len(strategies))
+        ]
+        records = await asyncio.gather(*(guarded(strategy, item) for strategy, item in jobs))
+        bar.close()
+    report = build_report(records, strategies, context, time.perf_counter() - started)
+    report["fixture"] = {
+        "qa": str(qa_path),
+        "corpus": str(corpus_path),
+        "web": str(web_path) if web_path else None,
+        "questions": len(items),
+        "limit": limit,
+        "seed": seed,
+    }
+    write_report(report, out_dir)
+    return report
+
+
+def build_report(
+    records: Sequence[Record], strategies: list[str], context: Context, wall_s: float
+) -> dict[str, Any]:
+    per_strategy: dict[str, Any] = {}
+    for strategy in strategies:
+        mine = [r for r in records if r.strategy == strategy]
+        breakdown = {
+            field: {
+                value: aggregate([r for r in mine if getattr(r, field) == value])
+                for value in sorted({getattr(r, field) for r in mine})
+            }
+            for field in BREAKDOWNS
+        }
+        per_strategy[strategy] = {"overall": aggregate(mine), "by": breakdown}
+    return {
+        "strategies": per_strategy,
+        "context": asdict(context),
+        "wall_seconds": round(wall_s, 1),
+        "records": [asdict(r) for r in records],
+    }
+
+
+def headline_table(report: dict[str, Any]) -> str:
+    header = "| strategy | " + " | ".join(label for _, label in HEADLINE) + " |"
+    rule = "|---|" + "---:|" * len(HEADLINE)
+    rows = []
+    for strategy, data in report["strategies"].items():
+        overall = data["overall"]
+        cells = []
+        for key, _ in HEADLINE:
+            value = overall.get(key)
+            cells.append(
+                "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+            )
+        rows.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    return "\n".join([header, rule, *rows])
+
+
+def write_report(report: dict[str, Any], out_dir: Path) -> None:
+    (out_dir / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=1))
+    plot_path = plot_tradeoff(report, out_dir / "accuracy_vs_cost.png")
+    lines = [
+        "# reflexrag evaluation",
+        "",
+        headline_table(report),
+        "",
+        f"![accuracy vs cost]({plot_path.name})",
+        "",
+        f"{report['fixture']['questions'] if 'fixture' in report else ''} questions per "
+        f'strategy; wall time {report["wall_seconds"]} s. "contains gold", F1 and EM are over '
+        'answerable questions (a not-found answer scores 0); "honest on unanswerable" is the '
+        "share of unanswerable / out-of-corpus questions answered with not-found or with the "
+        "web answer; retrieval metrics use the documents each strategy actually retrieved.",
+        "",
+    ]
+    for strategy, data in report["strategies"].items():
+        lines += [
+            f"## {strategy}",
+            "",
+            "| slice | n | contains | F1 | hit@5 | honest | mean s |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for field, slices in data["by"].items():
+            for value, stats in slices.items():
+                cells = [
+                    stats.get(k)
+                    for k in (
+                        "answer_contains",
+                        "f1",
+                        "hit@5",
+                        "abstain_or_recover",
+                        "seconds_mean",
+                    )
+                ]
+                shown = ["–" if c is None else f"{c:.3f}" for c in cells]
+                lines.append(
+                    f"| {field}={value} | {stats['questions']} | " + " | ".join(shown) + " |"
+                )
+        overall = data["overall"]
+        lines += [
+            "",
+            f"stop reasons: {overall['stop_reasons']}; calls/q by role: "
+            f"{overall['calls_by_role']}; loops/q: {overall['loops']}",
+            "",
+        ]
+    (out_dir / "report.md").write_text("\n".join(lines))
+
+
+def plot_tradeoff(report: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for strategy, data in report["strategies"].items():
+        overall = data["overall"]
+        accuracy = overall.get("answer_contains", 0.0)
+        calls = overall["llm_calls"] + overall["judge_calls"]
+        for axis, x in ((axes[0], calls), (axes[1], overall["seconds_mean"])):
+            axis.scatter([x], [accuracy], s=60)
+            axis.annotate(strategy, (x, accuracy), textcoords="offset points", xytext=(5, 5))
+    axes[0].set_xlabel("judge + LLM calls per question")
+    axes[1].set_xlabel("mean seconds per question")
+    for axis in axes:
+        axis.set_ylabel("answer contains gold (answerable)")
+        axis.grid(alpha=0.3)
+    figure.suptitle("reflexrag strategies: accuracy vs cost")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
