@@ -1,0 +1,34 @@
+"""Shared test setup: an isolated data dir per session and the shared rag-eval fixture."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("REFLEXRAG_FIXTURES", REPO.parent / "shared/rag-eval/fixtures"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every test session writes its knowledge bases, cache and checkpoints to a temp dir."""
+    from providers.settings import get_settings
+
+    data_dir = tmp_path_factory.mktemp("reflexrag-data")
+    os.environ["REFLEXRAG_DATA_DIR"] = str(data_dir)
+    for name in ("JUDGE_BACKEND", "GENERATOR_BACKEND", "EMBEDDINGS", "DEFAULT_KB"):
+        os.environ.pop(f"REFLEXRAG_{name}", None)
+    get_settings.cache_clear()
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not (FIXTURES / "qa.jsonl").exists():
+        pytest.fail(f"the shared rag-eval fixture is missing at {FIXTURES}")
+    return FIXTURES

@@ -1,0 +1,101 @@
+"""Ingestion is idempotent and validated; the CLI answers offline and rejects bad input."""
+
+import json
+
+import pytest
+
+from providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
+from providers.loaders import load_sources
+from server.cli import main
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_reingesting_the_same_files_adds_nothing(tmp_path):
+    notes = write(tmp_path / "notes.md", "# Notes\n\nThe launch code is 4242. It is secret.")
+    rows = write(
+        tmp_path / "rows.jsonl",
+        json.dumps({"doc_id": "r1", "text": "Row one text.", "title": "R1", "lang": "en"}) + "\n",
+    )
+    kb = get_knowledge_base("ingest-test")
+    first = kb.add(load_sources([str(notes), str(rows)]))
+    assert (first.added_documents, first.unchanged_documents) == (2, 0)
+    chunks = kb.count()
+    again = kb.add(load_sources([str(notes), str(rows)]))
+    assert (again.added_documents, again.unchanged_documents, again.added_chunks) == (0, 2, 0)
+    assert kb.count() == chunks
+    write(notes, "# Notes\n\nThe launch code is 1111 now.")
+    changed = kb.add(load_sources([str(notes)]))
+    assert changed.replaced_documents == 1 and kb.count() == chunks
+    hit = kb.search("launch code", 1)[0]
+    assert "1111" in hit.page_content and hit.metadata["title"] == "Notes"
+
+
+def test_a_bad_file_in_a_batch_stores_nothing(tmp_path):
+    good = write(tmp_path / "good.txt", "Some good text.")
+    bad = write(tmp_path / "bad.jsonl", '{"text": "ok"}\n{not json}\n')
+    kb = get_knowledge_base("atomic-test")
+    with pytest.raises(KnowledgeBaseError, match=r"bad\.jsonl:2"):
+        kb.add(load_sources([str(good), str(bad)]))
+    assert kb.count() == 0
+
+
+def test_html_is_reduced_to_visible_text(tmp_path):
+    page = write(
+        tmp_path / "p.html",
+        "<html><head><title>T</title><script>x=1</script></head>"
+        "<body><p>Visible words.</p></body></html>",
+    )
+    (doc,) = load_sources([str(page)])
+    assert doc.metadata["title"] == "T" and doc.text == "Visible words."
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ask", "   "], "the question is empty"),
+        (["ingest", "/no/such/file.txt"], "no such file"),
+        (["ingest", "--kb", "bad name!", "/no/such/file.txt"], "invalid knowledge base name"),
+        (["ask", "q", "--top-k", "0"], "top_k must be at least 1"),
+    ],
+)
+def test_cli_bad_input_exits_non_zero_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_cli_unknown_strategy_is_rejected(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ask", "q", "--strategy", "nope"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_answers_offline_from_the_sample_kb_with_json(capsys):
+    assert main(["ask", "什么是自我反思检索增强？", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_reason"] == "answered" and result["answer_kind"] == "extractive"
+    assert result["sources"][0]["doc_id"].startswith("sample:self-rag")
+    assert "自我反思" in result["answer"]
+    assert result["llm_calls"] == 0 and result["steps"][-1]["node"] == "finish"
+
+
+def test_cli_streams_steps_and_reports_not_found(capsys):
+    assert main(["ask", "Who won the 1998 FIFA World Cup final?"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("decide_retrieval:") < out.index("retrieve:") < out.index("grade_documents:")
+    assert "stop_reason: answered" not in out
+    assert "could not find" in out
+
+
+def test_cli_lists_and_draws_graphs(capsys):
+    assert main(["graphs"]) == 0
+    assert {"naive", "self_rag"} <= {
+        line.split()[0] for line in capsys.readouterr().out.splitlines()
+    }
+    assert main(["graph", "self_rag"]) == 0
+    assert "transform_query --> retrieve" in capsys.readouterr().out

@@ -1,0 +1,75 @@
+"""The local (no-LLM) backend on small, hand-made cases with the real embedded model."""
+
+from langchain_core.documents import Document
+
+from nodes.judges.local import ExtractiveGenerator, LocalJudge
+from providers.embeddings import get_embeddings
+
+TESLA = Document(
+    "Tesla was renowned for his showmanship. Tesla died on 7 January 1943. "
+    "His work fell into obscurity after his death.",
+    id="tesla#0",
+    metadata={"title": "Nikola_Tesla"},
+)
+PARIS = Document(
+    "Paris is the capital and most populous city of France.",
+    id="paris#0",
+    metadata={"title": "Paris"},
+)
+
+
+async def test_relevance_separates_a_relevant_from_an_unrelated_document():
+    judge = LocalJudge(get_embeddings())
+    relevant, unrelated = await judge.grade_documents("What year did Tesla die?", [TESLA, PARIS])
+    assert relevant.score > unrelated.score
+    assert relevant.relevant and not unrelated.relevant
+
+
+async def test_extractive_answer_quotes_the_best_sentence_with_its_source():
+    answer = await ExtractiveGenerator(get_embeddings()).generate(
+        "What year did Tesla die?", [TESLA, PARIS]
+    )
+    assert "1943" in answer.text and answer.kind == "extractive"
+    assert answer.used_ids == ["tesla#0"]
+    assert answer.text in TESLA.page_content
+
+
+async def test_regeneration_picks_a_different_sentence():
+    generator = ExtractiveGenerator(get_embeddings(), max_sentences=1)
+    first = await generator.generate("What year did Tesla die?", [TESLA], attempt=1)
+    second = await generator.generate("What year did Tesla die?", [TESLA], attempt=2)
+    assert first.text != second.text
+
+
+async def test_grounding_tells_quoted_from_invented_text():
+    judge = LocalJudge(get_embeddings())
+    quoted = await judge.grade_grounding("Tesla died on 7 January 1943.", [TESLA])
+    invented = await judge.grade_grounding("Bananas grow on volcanic islands quickly.", [TESLA])
+    assert quoted.level == "fully"
+    assert invented.level == "none"
+
+
+async def test_usefulness_checks_the_answer_type():
+    judge = LocalJudge(get_embeddings())
+    dated = await judge.grade_usefulness("When did Tesla die?", "Tesla died on 7 January 1943.")
+    undated = await judge.grade_usefulness("When did Tesla die?", "Tesla was a showman.")
+    assert dated.useful and not undated.useful
+
+
+async def test_retrieval_rules():
+    judge = LocalJudge(get_embeddings())
+    assert not (await judge.needs_retrieval("hello!")).needed
+    assert not (await judge.needs_retrieval("2 + 2 * 3")).needed
+    assert not (await judge.needs_retrieval("Write a Python function that sorts a list")).needed
+    assert not (await judge.needs_retrieval("What is love?", kb_score=0.76)).needed
+    assert (await judge.needs_retrieval("What is Self-RAG?", kb_score=0.9)).needed
+    assert (await judge.needs_retrieval("特斯拉是哪一年去世的？")).needed
+
+
+async def test_rewrite_extracts_keywords_and_expands_later():
+    judge = LocalJudge(get_embeddings())
+    first = await judge.rewrite_query("What year did Tesla die?", 1, [TESLA])
+    second = await judge.rewrite_query("What year did Tesla die?", 2, [TESLA])
+    assert first == "year tesla die"
+    assert second.startswith(first) and len(second) > len(first)
+    assert await judge.rewrite_query("特斯拉是哪一年去世的？", 1, []) == "特斯拉去世"

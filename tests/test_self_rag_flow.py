@@ -1,0 +1,184 @@
+"""Self-RAG control flow, driven by scripted fake chat models over a tiny real knowledge base.
+
+Each fake replies in call order, and running out of replies raises, so these tests also pin
+how many judge calls every branch makes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+from graphs.naive import graph as naive_graph
+from graphs.self_rag import graph as self_rag_graph
+from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from nodes.judges.llm import LLMGenerator, LLMJudge
+from providers.knowledge_base import SourceDocument, get_knowledge_base
+from state import Context
+
+YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
+ROUTE_YES, ROUTE_NO = '{"retrieve": "yes"}', '{"retrieve": "no", "reason": "small talk"}'
+FULLY, UNGROUNDED = '{"level": "fully"}', '{"level": "no"}'
+
+
+@pytest.fixture(scope="module")
+def flow_kb():
+    kb = get_knowledge_base("flow")
+    kb.add(
+        [
+            SourceDocument(
+                "tesla", "Nikola Tesla died on 7 January 1943 in New York.", {"title": "Tesla"}
+            ),
+            SourceDocument(
+                "edison", "Thomas Edison founded General Electric.", {"title": "Edison"}
+            ),
+            SourceDocument("paris", "Paris is the capital of France.", {"title": "Paris"}),
+        ]
+    )
+    return kb
+
+
+def script(monkeypatch, grader_replies: list[str], generator_replies: list[str]) -> Context:
+    grader = GenericFakeChatModel(messages=iter([AIMessage(r) for r in grader_replies]))
+    generator = GenericFakeChatModel(messages=iter([AIMessage(r) for r in generator_replies]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda ctx: LLMJudge(grader))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: LLMGenerator(generator))
+    return Context(kb="flow", top_k=2, judge_backend="fake", generator_backend="fake")
+
+
+def nodes(state) -> list[str]:
+    return [entry["node"] for entry in state["steps"]]
+
+
+async def test_happy_path_answers(flow_kb, monkeypatch):
+    context = script(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [1]."])
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state) == [
+        "decide_retrieval",
+        "retrieve",
+        "grade_documents",
+        "generate",
+        "grade_generation",
+        "finish",
+    ]
+    assert state["stop_reason"] == "answered"
+    assert state["generation"] == "He died in 1943 [1]."
+    assert state["sources"]
+    usage = state["usage"]
+    assert (usage["llm.router"], usage["llm.grader"], usage["llm.generator"]) == (1, 4, 1)
+
+
+async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb, monkeypatch):
+    context = script(
+        monkeypatch,
+        [ROUTE_YES, NO, NO, "Tesla death date", YES, YES, FULLY, YES],
+        ["1943 [1]"],
+    )
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state)[:5] == [
+        "decide_retrieval",
+        "retrieve",
+        "grade_documents",
+        "transform_query",
+        "retrieve",
+    ]
+    assert state["question"] == "Tesla death date"
+    assert state["original_question"] == "When did Tesla die?"
+    assert state["query_rewrites"] == 1 and state["retrieval_attempts"] == 2
+    assert state["stop_reason"] == "answered"
+
+
+async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
+    context = script(
+        monkeypatch, [ROUTE_YES, YES, YES, UNGROUNDED, FULLY, YES], ["made up", "1943 [1]"]
+    )
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state).count("generate") == 2
+    assert state["generation"] == "1943 [1]" and state["generation_attempts"] == 2
+    assert state["stop_reason"] == "answered"
+
+
+async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeypatch):
+    context = script(
+        monkeypatch,
+        [ROUTE_YES, YES, YES, FULLY, NO, "Tesla 1943", YES, YES, FULLY, YES],
+        ["Tesla lived in New York [1].", "He died in 1943 [1]."],
+    )
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    sequence = nodes(state)
+    assert sequence[sequence.index("grade_generation") + 1] == "transform_query"
+    assert state["stop_reason"] == "answered" and state["query_rewrites"] == 1
+
+
+async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
+    grader = [ROUTE_YES, NO, NO]
+    for n in range(3):
+        grader += [f"rewrite {n}", NO, NO]
+    context = script(monkeypatch, grader, [])
+    state = await self_rag_graph.ainvoke(
+        {"question": "Who won the 1998 World Cup?"}, context=context
+    )
+    assert state["stop_reason"] == "max_retrieval_attempts"
+    assert state["answer_kind"] == "not_found"
+    assert "could not find" in state["generation"]
+    assert state["retrieval_attempts"] == 4 and state["query_rewrites"] == 3
+    assert len(state["steps"]) <= 2 + 4 * 3
+    assert state["sources"], "the closest evidence is reported"
+
+
+async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeypatch):
+    context = script(
+        monkeypatch,
+        [ROUTE_YES, YES, YES, UNGROUNDED, UNGROUNDED, UNGROUNDED],
+        ["a", "b", "c"],
+    )
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert state["stop_reason"] == "max_generation_attempts"
+    assert state["generation_attempts"] == 3
+    assert state["answer_kind"] == "not_found"
+
+
+async def test_zero_limits_still_terminate(flow_kb, monkeypatch):
+    context = script(monkeypatch, [ROUTE_YES, NO, NO], [])
+    context.max_query_rewrites = 0
+    state = await self_rag_graph.ainvoke({"question": "anything"}, context=context)
+    assert nodes(state) == ["decide_retrieval", "retrieve", "grade_documents", "give_up"]
+
+
+async def test_no_retrieval_needed_answers_directly(flow_kb, monkeypatch):
+    context = script(monkeypatch, [ROUTE_NO], ["Hello! How can I help?"])
+    state = await self_rag_graph.ainvoke({"question": "hello"}, context=context)
+    assert nodes(state) == ["decide_retrieval", "generate", "finish"]
+    assert state["stop_reason"] == "no_retrieval_needed"
+    assert state["answer_kind"] == "no_retrieval"
+
+
+async def test_empty_knowledge_base_gives_up(monkeypatch):
+    context = script(monkeypatch, [ROUTE_YES], [])
+    context.kb = "empty-kb"
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert state["stop_reason"] == "empty_knowledge_base"
+
+
+async def test_naive_retrieves_once_and_answers(flow_kb, monkeypatch):
+    context = script(monkeypatch, [], ["1943 [2]"])
+    state = await naive_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state) == ["retrieve", "generate", "finish"]
+    assert len(state["sources"]) == 1 and state["stop_reason"] == "answered"
+
+
+async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs import compile_strategy
+
+    graph = compile_strategy("self_rag", InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    context = script(monkeypatch, [ROUTE_YES, NO, NO] + ["r", NO, NO] * 3, [])
+    first = await graph.ainvoke({"question": "unknown thing"}, config, context=context)
+    assert first["stop_reason"] == "max_retrieval_attempts"
+    context = script(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["1943 [1]"])
+    second = await graph.ainvoke({"question": "When did Tesla die?"}, config, context=context)
+    assert second["stop_reason"] == "answered"
+    assert second["query_rewrites"] == 0 and nodes(second)[0] == "decide_retrieval"

@@ -1,0 +1,40 @@
+"""Offline text utilities for English and Chinese."""
+
+from providers.text import count_tokens, is_chinese, keywords, split_into_chunks, split_sentences
+
+
+def test_chunks_respect_the_token_budget():
+    text = " ".join(f"Sentence number {n} talks about retrieval." for n in range(200))
+    chunks = split_into_chunks(text, chunk_tokens=50, overlap_tokens=5)
+    assert len(chunks) > 10
+    assert all(count_tokens(chunk) <= 50 for chunk in chunks)
+
+
+def test_chinese_text_is_chunked_too():
+    text = "自我反思检索增强生成是一种方法。" * 100
+    chunks = split_into_chunks(text, chunk_tokens=60, overlap_tokens=0)
+    assert len(chunks) > 1 and all(count_tokens(c) <= 60 for c in chunks)
+
+
+def test_sentences_split_in_both_languages():
+    assert split_sentences("Tesla died in 1943. He lived in New York! Did he?") == [
+        "Tesla died in 1943.",
+        "He lived in New York!",
+        "Did he?",
+    ]
+    assert split_sentences("今天下雨。明天晴天！后天呢？") == [
+        "今天下雨。",
+        "明天晴天！",
+        "后天呢？",
+    ]
+
+
+def test_keywords_drop_question_words_in_both_languages():
+    assert keywords("What year did Tesla die?") == ["year", "tesla", "die"]
+    zh = keywords("特斯拉是哪一年去世的？")
+    assert "特斯拉" in zh and "哪" not in zh and "的" not in zh
+
+
+def test_language_detection():
+    assert is_chinese("什么是自我反思检索增强？")
+    assert not is_chinese("What is Self-RAG?")
