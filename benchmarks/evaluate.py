@@ -38,6 +38,16 @@ WEB_KB = "eval-web"
 # Comparison targets runnable by name; never part of "all".
 BASELINES = {"tutorial_self_rag": "benchmarks.tutorial_self_rag"}
 BREAKDOWNS = ("lang", "category", "hop", "source")
+SLICE_COLUMNS = (
+    ("answer_contains", "contains"),
+    ("f1", "F1"),
+    ("rouge_l", "ROUGE-L"),
+    ("hit@5", "hit@5"),
+    ("all_gold_recall", "all-gold recall"),
+    ("abstain_or_recover", "honest"),
+    ("web_gold_retrieved", "web gold retrieved"),
+    ("seconds_mean", "mean s"),
+)
 HEADLINE = (
     ("answer_contains", "contains gold"),
     ("f1", "F1"),
@@ -99,6 +109,9 @@ def stratified_sample(items: Sequence[QAItem], limit: int | None, seed: int) -> 
     while sum(quota.values()) > limit:
         largest = max(quota, key=lambda key: quota[key])
         quota[largest] -= 1
+    while sum(quota.values()) < limit:
+        roomiest = max(quota, key=lambda key: len(groups[key]) - quota[key])
+        quota[roomiest] += 1
     chosen = [item for key in sorted(groups) for item in rng.sample(groups[key], quota[key])]
     return chosen
 
@@ -119,13 +132,18 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
         recovered = metrics.contains_answer(answer, item.web_answers, item.lang)
         values["web_recovery"] = recovered
         values["abstain_or_recover"] = float(abstained or bool(recovered))
-    gold = item.gold_doc_ids if item.answerable else item.web_gold_doc_ids
-    if gold:
+    if item.answerable and item.gold_doc_ids:
+        gold = item.gold_doc_ids
         values["hit@5"] = metrics.hit_at_k(result.retrieved_doc_ids, gold, 5)
         values["mrr@10"] = metrics.mrr_at_k(result.retrieved_doc_ids, gold, 10)
         values["context_gold_fraction"] = metrics.gold_fraction(result.context_doc_ids, gold)
         if item.hop == "multi":
             values["all_gold_recall"] = metrics.all_gold_recall(result.retrieved_doc_ids, gold)
+    elif item.web_gold_doc_ids:
+        # Only a web fallback can reach these passages; the KB never holds them.
+        values["web_gold_retrieved"] = float(
+            bool(set(result.retrieved_doc_ids) & set(item.web_gold_doc_ids))
+        )
     values["web_fallback"] = float(any(s.get("origin") == "web" for s in result.sources))
     return values
 
@@ -143,10 +161,8 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
             by_metric[name].append(value)
     summary: dict[str, Any] = {name: round(statistics.fmean(v), 4) for name, v in by_metric.items()}
     seconds = [r.seconds for r in records]
-    calls: dict[str, list[int]] = defaultdict(list)
-    for record in records:
-        for key in {k for r in records for k in r.usage}:
-            calls[key].append(record.usage.get(key, 0))
+    keys = {key for record in records for key in record.usage}
+    usage = {key: [record.usage.get(key, 0) for record in records] for key in sorted(keys)}
     summary.update(
         questions=len(records),
         errors=sum(r.error is not None for r in records),
@@ -165,7 +181,16 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
             ),
             3,
         ),
-        calls_by_role={k: round(statistics.fmean(v), 3) for k, v in sorted(calls.items())},
+        calls_by_role={
+            k: round(statistics.fmean(v), 3)
+            for k, v in usage.items()
+            if not k.startswith("tokens.")
+        },
+        tokens={
+            k.removeprefix("tokens."): round(statistics.fmean(v), 1)
+            for k, v in usage.items()
+            if k.startswith("tokens.")
+        },
         loops={
             name: round(statistics.fmean(r.counters.get(name, 0) for r in records), 3)
             for name in ("query_rewrites", "generation_attempts", "retrieval_attempts")
@@ -339,28 +364,20 @@ def write_report(report: dict[str, Any], out_dir: Path) -> None:
         f'strategy; wall time {report["wall_seconds"]} s. "contains gold", F1 and EM are over '
         'answerable questions (a not-found answer scores 0); "honest on unanswerable" is the '
         "share of unanswerable / out-of-corpus questions answered with not-found or with the "
-        "web answer; retrieval metrics use the documents each strategy actually retrieved.",
+        "web answer. hit@5 and MRR@10 are over answerable questions, on the documents each "
+        "strategy actually retrieved (top_k per round), in retrieval order.",
         "",
     ]
     for strategy, data in report["strategies"].items():
         lines += [
             f"## {strategy}",
             "",
-            "| slice | n | contains | F1 | hit@5 | honest | mean s |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| slice | n | " + " | ".join(label for _, label in SLICE_COLUMNS) + " |",
+            "|---|---:|" + "---:|" * len(SLICE_COLUMNS),
         ]
         for field, slices in data["by"].items():
             for value, stats in slices.items():
-                cells = [
-                    stats.get(k)
-                    for k in (
-                        "answer_contains",
-                        "f1",
-                        "hit@5",
-                        "abstain_or_recover",
-                        "seconds_mean",
-                    )
-                ]
+                cells = [stats.get(key) for key, _ in SLICE_COLUMNS]
                 shown = ["–" if c is None else f"{c:.3f}" for c in cells]
                 lines.append(
                     f"| {field}={value} | {stats['questions']} | " + " | ".join(shown) + " |"
@@ -369,7 +386,8 @@ def write_report(report: dict[str, Any], out_dir: Path) -> None:
         lines += [
             "",
             f"stop reasons: {overall['stop_reasons']}; calls/q by role: "
-            f"{overall['calls_by_role']}; loops/q: {overall['loops']}",
+            f"{overall['calls_by_role']}; tokens/q: {overall['tokens']}; "
+            f"loops/q: {overall['loops']}",
             "",
         ]
     (out_dir / "report.md").write_text("\n".join(lines))

@@ -60,6 +60,7 @@ def test_html_is_reduced_to_visible_text(tmp_path):
         (["ingest", "/no/such/file.txt"], "no such file"),
         (["ingest", "--kb", "bad name!", "/no/such/file.txt"], "invalid knowledge base name"),
         (["ask", "q", "--top-k", "0"], "top_k must be at least 1"),
+        (["ingest"], "name at least one PATH"),
     ],
 )
 def test_cli_bad_input_exits_non_zero_with_one_line(argv, message, capsys):

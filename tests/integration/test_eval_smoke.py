@@ -1,0 +1,54 @@
+"""A small stratified evaluation run writes a complete, sane report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.evaluate import run_eval
+from graphs import STRATEGIES
+
+pytestmark = pytest.mark.integration
+
+
+async def test_eval_smoke_run_writes_a_report(fixtures_dir, tmp_path):
+    strategies = [*STRATEGIES, "tutorial_self_rag"]
+    report = await run_eval(
+        fixtures_dir / "qa.jsonl",
+        fixtures_dir / "corpus.jsonl",
+        fixtures_dir / "web.jsonl",
+        strategies,
+        tmp_path,
+        limit=40,
+        seed=0,
+        progress=False,
+    )
+    for name in ("report.json", "report.md", "accuracy_vs_cost.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert set(saved["strategies"]) == set(strategies)
+    assert len(saved["records"]) == 40 * len(strategies)
+    table = (tmp_path / "report.md").read_text()
+    for strategy in strategies:
+        assert f"| {strategy} |" in table
+        overall = report["strategies"][strategy]["overall"]
+        assert overall["questions"] == 40
+        for key in ("answer_contains", "f1", "exact_match", "hit@5", "mrr@10"):
+            assert 0.0 <= overall[key] <= 1.0
+        assert overall["seconds_p50"] <= overall["seconds_p95"]
+        assert set(overall["by"] if "by" in overall else report["strategies"][strategy]["by"]) == {
+            "lang",
+            "category",
+            "hop",
+            "source",
+        }
+    naive = report["strategies"]["naive"]["overall"]
+    self_rag = report["strategies"]["self_rag"]["overall"]
+    print(
+        f"smoke: naive contains {naive['answer_contains']:.3f}, self_rag contains "
+        f"{self_rag['answer_contains']:.3f}, self_rag honest {self_rag['abstain_or_recover']:.3f}"
+    )
+    assert naive["answer_contains"] >= 0.65
+    assert self_rag["answer_contains"] >= 0.62
+    assert self_rag["abstain_or_recover"] > naive["abstain_or_recover"]

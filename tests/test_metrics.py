@@ -1,0 +1,68 @@
+"""Metric functions against hand-checked cases."""
+
+import pytest
+
+from benchmarks import metrics
+from benchmarks.evaluate import stratified_sample
+from benchmarks.fixture import QAItem
+
+
+def test_english_normalisation_drops_case_punctuation_and_articles():
+    assert metrics.normalize("The  Eiffel Tower!") == "eiffel tower"
+    assert metrics.exact_match("the eiffel tower.", ["Eiffel Tower"]) == 1.0
+
+
+def test_chinese_normalisation_is_character_level():
+    assert metrics.normalize("一九四三年，", "zh") == "一九四三年"
+    assert metrics.tokens("特斯拉 去世", "zh") == list("特斯拉去世")
+    assert metrics.token_f1("他在1943年去世", ["1943年"], "zh") == pytest.approx(
+        2 * (5 / 9) / (5 / 9 + 1)
+    )
+
+
+def test_f1_takes_the_best_gold_and_handles_empty_answers():
+    assert metrics.token_f1("new york hotels", ["Paris", "New York hotels"]) == 1.0
+    assert metrics.token_f1("", ["anything"]) == 0.0
+    assert metrics.token_f1("in new york", ["new york city"]) == pytest.approx(2 / 3)
+
+
+def test_contains_matches_whole_words_in_english_and_substrings_in_chinese():
+    assert metrics.contains_answer("Tesla died in 1943.", ["1943"]) == 1.0
+    assert metrics.contains_answer("Tesla died in 19431.", ["1943"]) == 0.0
+    assert metrics.contains_answer("特斯拉于1943年去世。", ["1943年"], "zh") == 1.0
+    assert metrics.contains_answer("", ["x"]) == 0.0
+
+
+def test_rouge_l():
+    # LCS "w y z": precision 3/4, recall 1.
+    assert metrics.rouge_l("w x y z", ["w y z"]) == pytest.approx(2 * 0.75 * 1 / 1.75)
+    # Articles are dropped before matching, as in SQuAD.
+    assert metrics.rouge_l("a b c d", ["a c d"]) == pytest.approx(0.8)
+    assert metrics.rouge_l("x", ["y"]) == 0.0
+
+
+def test_retrieval_metrics():
+    retrieved = ["d3", "d1", "d7"]
+    assert metrics.hit_at_k(retrieved, ["d1"], 1) == 0.0
+    assert metrics.hit_at_k(retrieved, ["d1"], 5) == 1.0
+    assert metrics.mrr_at_k(retrieved, ["d1", "d7"]) == 0.5
+    assert metrics.all_gold_recall(retrieved, ["d1", "d9"]) == 0.0
+    assert metrics.all_gold_recall(retrieved, ["d1", "d7"]) == 1.0
+    assert metrics.gold_fraction(["d1", "d2"], ["d1"]) == 0.5
+    assert metrics.gold_fraction([], ["d1"]) == 0.0
+
+
+def test_stratified_sample_covers_every_group_and_is_seeded():
+    items = [
+        QAItem(f"q{n}", lang, "q?", ["a"], category, "single", source)
+        for n, (lang, category, source) in enumerate(
+            [("en", "in_corpus", "a")] * 50
+            + [("zh", "in_corpus", "b")] * 30
+            + [("en", "out_of_corpus", "c")] * 5
+        )
+    ]
+    sample = stratified_sample(items, 10, seed=1)
+    assert len(sample) == 10
+    assert len(stratified_sample(items, 40, seed=1)) == 40
+    assert {item.source for item in sample} == {"a", "b", "c"}
+    assert [i.qid for i in sample] == [i.qid for i in stratified_sample(items, 10, seed=1)]
