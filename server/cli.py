@@ -104,10 +104,12 @@ def _ingest(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from providers.knowledge_base import get_knowledge_base
-    from providers.loaders import load_sources
+    from providers.loaders import load_sources, sample_kb_documents
 
     kb = get_knowledge_base(args.kb)
-    documents = load_sources(args.paths)
+    if not args.paths and not args.sample:
+        raise CLIError("name at least one PATH or URL, or --sample")
+    documents = load_sources(args.paths) + (sample_kb_documents() if args.sample else [])
     with tqdm(
         total=len(documents),
         desc=f"ingest → {kb.name}",
@@ -203,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(handler=_ask)
 
     ingest = commands.add_parser("ingest", help="add files, folders or URLs to a knowledge base")
-    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("paths", nargs="*", metavar="PATH")
+    ingest.add_argument("--sample", action="store_true", help="the bundled sample documents")
     ingest.add_argument("--kb", help="knowledge base name")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.set_defaults(handler=_ingest)
