@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from langgraph.errors import GraphRecursionError
 from tqdm import tqdm
 
 from benchmarks import metrics
@@ -81,7 +80,6 @@ class Record:
     usage: dict[str, int]
     counters: dict[str, int]
     metrics: dict[str, float]
-    error: str | None = None
 
 
 def resolve_strategies(spec: str) -> list[str]:
@@ -165,7 +163,7 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
     usage = {key: [record.usage.get(key, 0) for record in records] for key in sorted(keys)}
     summary.update(
         questions=len(records),
-        errors=sum(r.error is not None for r in records),
+        recursion_errors=sum(r.stop_reason == "recursion_error" for r in records),
         seconds_mean=round(statistics.fmean(seconds), 3) if seconds else 0.0,
         seconds_p50=round(_percentile(seconds, 0.5), 3),
         seconds_p95=round(_percentile(seconds, 0.95), 3),
@@ -212,18 +210,9 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
     if strategy in BASELINES:
         module = importlib.import_module(BASELINES[strategy])
         graph, recursion_limit = module.graph, module.RECURSION_LIMIT
-    started = time.perf_counter()
-    error = None
-    try:
-        result = await run_question(
-            strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
-        )
-    except GraphRecursionError:
-        error = "GraphRecursionError"
-    if error:
-        result = RunResult(
-            "", None, [], "recursion_error", strategy, {}, [], {}, 0, time.perf_counter() - started
-        )
+    result = await run_question(
+        strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
+    )
     return Record(
         qid=item.qid,
         strategy=strategy,
@@ -240,7 +229,6 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
         usage=result.usage,
         counters=result.counters,
         metrics=score(item, result),
-        error=error,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs import compile_strategy
@@ -115,18 +116,23 @@ async def run_question(
         config["recursion_limit"] = recursion_limit
     started = time.perf_counter()
     values: dict[str, Any] = {}
-    async for mode, chunk in graph.astream(
-        {"question": question},
-        config=config,
-        context=context,
-        stream_mode=["updates", "values"],
-        durability="sync" if checkpointer is not None else None,
-    ):
-        if mode == "values":
-            values = chunk
-        elif on_update is not None:
-            for node, update in chunk.items():
-                maybe = on_update(node, update or {})
-                if maybe is not None:
-                    await maybe
+    try:
+        async for mode, chunk in graph.astream(
+            {"question": question},
+            config=config,
+            context=context,
+            stream_mode=["updates", "values"],
+            durability="sync" if checkpointer is not None else None,
+        ):
+            if mode == "values":
+                values = chunk
+            elif on_update is not None:
+                for node, update in chunk.items():
+                    maybe = on_update(node, update or {})
+                    if maybe is not None:
+                        await maybe
+    except GraphRecursionError:
+        # Only graphs bounded by recursion_limit alone (the tutorial baseline) get here; keep
+        # what they did so their cost is counted, and say why they stopped.
+        values = {**values, "stop_reason": "recursion_error", "answer_kind": None, "generation": ""}
     return _result_from_state(values, strategy, time.perf_counter() - started, thread_id)

@@ -182,3 +182,21 @@ async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
     second = await graph.ainvoke({"question": "When did Tesla die?"}, config, context=context)
     assert second["stop_reason"] == "answered"
     assert second["query_rewrites"] == 0 and nodes(second)[0] == "decide_retrieval"
+
+
+async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_kb, monkeypatch):
+    from benchmarks import tutorial_self_rag
+    from server.runs import run_question
+
+    context = script(monkeypatch, [NO] * 40, [])
+    result = await run_question(
+        "tutorial_self_rag",
+        "Who won the 1998 World Cup?",
+        context,
+        graph=tutorial_self_rag.graph,
+        recursion_limit=tutorial_self_rag.RECURSION_LIMIT,
+    )
+    assert result.stop_reason == "recursion_error"
+    assert result.answer == ""
+    # Its sequential grading and rewrites before the failure are still counted.
+    assert result.usage["llm.grader"] >= 4 and result.usage["llm.rewriter"] >= 2
