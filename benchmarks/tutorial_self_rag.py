@@ -14,9 +14,17 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from nodes.judges import get_generator, get_judge
 from nodes.judges.usage import metered
-from nodes.rag import context_of, graded_documents, prepare, retrieve, step, to_source
+from nodes.rag import (
+    context_of,
+    generator_for,
+    graded_documents,
+    judge_for,
+    prepare,
+    retrieve,
+    step,
+    to_source,
+)
 from state import Context, DocGrade, InputState, RAGState
 
 RECURSION_LIMIT = 10
@@ -24,7 +32,7 @@ RECURSION_LIMIT = 10
 
 async def grade_each_document(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """One grader call per document, one after the other, as the tutorial does."""
-    judge = get_judge(context_of(runtime))
+    judge = await judge_for(context_of(runtime))
     wanted = set(state.get("last_retrieved_ids") or [])
     grades: dict[str, DocGrade] = {}
     with metered() as meter:
@@ -46,7 +54,8 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
     wanted = set(state.get("last_retrieved_ids") or [])
     documents = [d for d in graded_documents(state) if d.id in wanted]
     with metered() as meter:
-        answer = await get_generator(context_of(runtime)).generate(
+        generator = await generator_for(context_of(runtime))
+        answer = await generator.generate(
             state["original_question"], documents, state.get("generation_attempts", 0) + 1
         )
     used = set(answer.used_ids)
@@ -64,7 +73,8 @@ async def tutorial_transform_query(state: RAGState, runtime: Runtime[Context]) -
     """Rewrite the current query (the tutorial rewrites its own previous rewrite)."""
     attempt = state.get("query_rewrites", 0) + 1
     with metered() as meter:
-        query = await get_judge(context_of(runtime)).rewrite_query(state["question"], attempt, [])
+        judge = await judge_for(context_of(runtime))
+        query = await judge.rewrite_query(state["question"], attempt, [])
     return {
         "question": query,
         "query_rewrites": attempt,
@@ -75,7 +85,7 @@ async def tutorial_transform_query(state: RAGState, runtime: Runtime[Context]) -
 
 async def tutorial_grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Hallucination grader, then answer grader, as two separate calls."""
-    judge = get_judge(context_of(runtime))
+    judge = await judge_for(context_of(runtime))
     wanted = set(state.get("last_retrieved_ids") or [])
     documents = [d for d in graded_documents(state) if d.id in wanted]
     with metered() as meter:

@@ -12,9 +12,9 @@ from typing import Any
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
-from nodes.judges import get_generator, get_judge
+from nodes.judges import Generator, Judge, get_generator, get_judge
 from nodes.judges.usage import metered
-from providers.knowledge_base import get_knowledge_base
+from providers.knowledge_base import KnowledgeBase, get_knowledge_base
 from providers.text import is_chinese
 from state import RESET, Context, DocGrade, RAGState, Source, Step
 
@@ -32,6 +32,19 @@ def context_of(runtime: Runtime[Context] | None) -> Context:
     if isinstance(context, Context):
         return context
     return Context.from_overrides(context if isinstance(context, dict) else None)
+
+
+async def knowledge_base(context: Context) -> KnowledgeBase:
+    """The run's knowledge base; opening one touches disk, so it happens off the event loop."""
+    return await asyncio.to_thread(get_knowledge_base, context.kb)
+
+
+async def judge_for(context: Context) -> Judge:
+    return await asyncio.to_thread(get_judge, context)
+
+
+async def generator_for(context: Context) -> Generator:
+    return await asyncio.to_thread(get_generator, context)
 
 
 def step(node: str, summary: str) -> list[Step]:
@@ -109,11 +122,12 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     """Ask the router judge whether the question needs the knowledge base at all."""
     context = context_of(runtime)
     question = original_question(state)
-    kb = get_knowledge_base(context.kb)
+    kb = await knowledge_base(context)
     probe = await asyncio.to_thread(kb.search, question, 1)
     kb_score = probe[0].metadata["score"] if probe else None
     with metered() as meter:
-        decision = await get_judge(context).needs_retrieval(question, kb_score)
+        judge = await judge_for(context)
+        decision = await judge.needs_retrieval(question, kb_score)
     verdict = "retrieve" if decision.needed else "answer directly"
     return {
         "needs_retrieval": decision.needed,
@@ -125,7 +139,7 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
 async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Fetch the ``top_k`` chunks most similar to the current query."""
     context = context_of(runtime)
-    kb = get_knowledge_base(context.kb)
+    kb = await knowledge_base(context)
     documents = await asyncio.to_thread(kb.search, state["question"], context.top_k)
     emit(runtime, {"node": "retrieve", "query": state["question"], "hits": len(documents)})
     return {
@@ -144,7 +158,8 @@ async def grade_documents(state: RAGState, runtime: Runtime[Context]) -> dict[st
     wanted = set(state.get("last_retrieved_ids") or [])
     documents = [doc for doc in state.get("documents") or [] if doc.id in wanted]
     with metered() as meter:
-        grades = await get_judge(context).grade_documents(question, documents)
+        judge = await judge_for(context)
+        grades = await judge.grade_documents(question, documents)
     update: dict[str, DocGrade] = {}
     for doc, grade in zip(documents, grades, strict=True):
         update[str(doc.id)] = DocGrade(score=grade.score, relevant=grade.relevant, query=question)
@@ -172,7 +187,8 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
     attempt = state.get("generation_attempts", 0) + 1
     with metered() as meter:
-        answer = await get_generator(context).generate(question, documents, attempt)
+        generator = await generator_for(context)
+        answer = await generator.generate(question, documents, attempt)
     text, kind = answer.text, answer.kind
     if not documents and kind == "extractive":
         reason = state["steps"][-1]["summary"] if state.get("steps") else "no retrieval"
@@ -193,7 +209,7 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
 async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Check the answer is grounded in its documents, then that it answers the question."""
     context = context_of(runtime)
-    judge = get_judge(context)
+    judge = await judge_for(context)
     documents = generation_context(state, context)
     with metered() as meter:
         grounding = await judge.grade_grounding(state["generation"], documents)
@@ -221,7 +237,8 @@ async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[st
     attempt = state.get("query_rewrites", 0) + 1
     closest = graded_documents(state, relevant_only=False)
     with metered() as meter:
-        query = await get_judge(context).rewrite_query(original_question(state), attempt, closest)
+        judge = await judge_for(context)
+        query = await judge.rewrite_query(original_question(state), attempt, closest)
     return {
         "question": query,
         "query_rewrites": attempt,

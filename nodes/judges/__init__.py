@@ -31,7 +31,9 @@ def _local_judge(context: Context) -> Judge:
 def _llm_judge(context: Context) -> Judge:
     from nodes.judges.llm import LLMJudge
     from providers.models import get_chat_model
+    from providers.text import encoding
 
+    encoding()  # loads the tokenizer file here, in a worker thread, not inside a node
     return LLMJudge(get_chat_model("grader"), context.relevance_threshold)
 
 

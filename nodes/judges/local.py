@@ -12,8 +12,10 @@ best answer the question and never writes text of its own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.documents import Document
@@ -66,6 +68,7 @@ _NUMBER_Q_RE = re.compile(r"\bhow (many|much|long|old|far|large|big|tall)\b|多�
 _DATE_Q_RE = re.compile(
     r"\bwhen\b|\bwhat (year|date|month|day|century|decade)\b|哪一?年|何时|什么时候|哪天|日期", re.I
 )
+T = TypeVar("T")
 _HAS_NUMBER_RE = re.compile(
     r"\d|[一二三四五六七八九十百千万亿两]|\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|dozen)\b",
     re.I,
@@ -74,6 +77,16 @@ _HAS_DATE_RE = re.compile(
     r"\d|\b(january|february|march|april|may|june|july|august|september|october|november|december|century|decade)\b|[年月日世纪]",
     re.I,
 )
+
+
+def off_the_loop(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """Run a sync judge method in a worker thread: embedding, jieba and tiktoken all block."""
+
+    @functools.wraps(method)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    return run
 
 
 def rescale_cosine(cosine: np.ndarray | float) -> np.ndarray:
@@ -131,9 +144,8 @@ class LocalJudge:
             RELEVANCE_THRESHOLD if relevance_threshold is None else relevance_threshold
         )
 
-    async def needs_retrieval(
-        self, question: str, kb_score: float | None = None
-    ) -> RetrievalDecision:
+    @off_the_loop
+    def needs_retrieval(self, question: str, kb_score: float | None = None) -> RetrievalDecision:
         """Transparent rules; for general-knowledge questions the KB's best match breaks the tie."""
         record(self.backend, "router")
         if _CHITCHAT_RE.match(question):
@@ -150,11 +162,10 @@ class LocalJudge:
                 )
         return RetrievalDecision(True, "asks for facts the knowledge base may hold")
 
-    async def grade_documents(
-        self, question: str, documents: Sequence[Document]
-    ) -> list[RelevanceGrade]:
+    @off_the_loop
+    def grade_documents(self, question: str, documents: Sequence[Document]) -> list[RelevanceGrade]:
         texts = [document_text(doc) for doc in documents]
-        scores = await asyncio.to_thread(self.scorer.scores, question, texts)
+        scores = self.scorer.scores(question, texts)
         for _ in documents:
             record(self.backend, "grader")
         return [
@@ -162,7 +173,8 @@ class LocalJudge:
             for score in scores
         ]
 
-    async def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
+    @off_the_loop
+    def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
         """Share of the answer's sentences found in, or covered term by term by, the documents."""
         record(self.backend, "grader")
         sentences = split_sentences(answer)
@@ -183,19 +195,19 @@ class LocalJudge:
             level = "none"
         return GroundingGrade(level, round(score, 4))
 
-    async def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
+    @off_the_loop
+    def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
         """Right kind of answer (a date for "when", a number for "how many") and on topic."""
         record(self.backend, "grader")
         answer_type = expected_answer_type(question)
         if not matches_answer_type(answer_type, answer):
             return UsefulnessGrade(False, 0.0, f"expected a {answer_type}, the answer has none")
-        score = float((await asyncio.to_thread(self.scorer.scores, question, [answer]))[0])
+        score = float(self.scorer.scores(question, [answer])[0])
         useful = score >= USEFUL_THRESHOLD
         return UsefulnessGrade(useful, round(score, 4), "on topic" if useful else "off topic")
 
-    async def rewrite_query(
-        self, question: str, attempt: int, documents: Sequence[Document]
-    ) -> str:
+    @off_the_loop
+    def rewrite_query(self, question: str, attempt: int, documents: Sequence[Document]) -> str:
         """Keywords first; later attempts add terms from the closest document (feedback)."""
         record(self.backend, "rewriter")
         words = keywords(question)
@@ -216,9 +228,8 @@ class ExtractiveGenerator:
         self.scorer = LocalScorer(embeddings)
         self.max_sentences = max_sentences
 
-    async def generate(
-        self, question: str, documents: Sequence[Document], attempt: int = 1
-    ) -> Answer:
+    @off_the_loop
+    def generate(self, question: str, documents: Sequence[Document], attempt: int = 1) -> Answer:
         candidates = [
             (sentence, doc) for doc in documents for sentence in split_sentences(doc.page_content)
         ]
@@ -226,9 +237,7 @@ class ExtractiveGenerator:
         if not candidates:
             record(self.backend, "generator", prompt_tokens)
             return Answer("", "extractive")
-        scores = await asyncio.to_thread(
-            self.scorer.scores, question, [sentence for sentence, _ in candidates]
-        )
+        scores = self.scorer.scores(question, [sentence for sentence, _ in candidates])
         answer_type = expected_answer_type(question)
         bonus = np.array(
             [0.15 if matches_answer_type(answer_type, s) else 0.0 for s, _ in candidates]
