@@ -3,7 +3,9 @@
 RETRIEVAL_DECISION_PROMPT = """You decide whether answering a question needs documents from a \
 knowledge base. Answer "no" only for small talk, arithmetic, coding tasks or general knowledge \
 any educated person knows; answer "yes" for specific facts, names, dates, numbers, recent or \
-domain-specific information. The best knowledge-base match scored {kb_score} (0-1).
+domain-specific information, or anything the knowledge base's closest passage touches on.
+
+Closest knowledge-base passage: {best_match}
 
 Question: {question}"""
 

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from nodes.judges import Generator, Judge, get_generator, get_judge
 from nodes.judges.usage import metered
 from providers.knowledge_base import KnowledgeBase, get_knowledge_base
+from providers.settings import get_settings
 from providers.text import is_chinese
 from state import RESET, Context, DocGrade, RAGState, Source, Step
 
@@ -34,16 +35,26 @@ def context_of(runtime: Runtime[Context] | None) -> Context:
     return Context.from_overrides(context if isinstance(context, dict) else None)
 
 
+async def _simulated_latency() -> None:
+    # REFLEXRAG_TEST_DELAY_S stretches runs so tests can kill a server mid-run.
+    delay = get_settings().test_delay_s
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
 async def knowledge_base(context: Context) -> KnowledgeBase:
     """The run's knowledge base; opening one touches disk, so it happens off the event loop."""
+    await _simulated_latency()
     return await asyncio.to_thread(get_knowledge_base, context.kb)
 
 
 async def judge_for(context: Context) -> Judge:
+    await _simulated_latency()
     return await asyncio.to_thread(get_judge, context)
 
 
 async def generator_for(context: Context) -> Generator:
+    await _simulated_latency()
     return await asyncio.to_thread(get_generator, context)
 
 
@@ -123,11 +134,10 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     context = context_of(runtime)
     question = original_question(state)
     kb = await knowledge_base(context)
-    probe = await asyncio.to_thread(kb.search, question, 1)
-    kb_score = probe[0].metadata["score"] if probe else None
+    closest = await asyncio.to_thread(kb.search, question, context.top_k)
     with metered() as meter:
         judge = await judge_for(context)
-        decision = await judge.needs_retrieval(question, kb_score)
+        decision = await judge.needs_retrieval(question, closest)
     verdict = "retrieve" if decision.needed else "answer directly"
     return {
         "needs_retrieval": decision.needed,

@@ -43,6 +43,12 @@ def validate_kb_name(name: str) -> str:
     return name
 
 
+def with_title(title: Any, chunk: str) -> str:
+    """What gets embedded: a chunk often never names its subject, its document's title does."""
+    title = str(title or "").replace("_", " ").strip()
+    return f"{title}\n{chunk}" if title else chunk
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -110,7 +116,9 @@ class KnowledgeBase:
                         progress(1)
                     continue
                 chunks = split_into_chunks(doc.text, self.chunk_tokens)
-                vectors = self.embeddings.embed_documents(chunks)
+                vectors = self.embeddings.embed_documents(
+                    [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
+                )
                 if doc.doc_id in stored:
                     self._collection.delete(where={"doc_id": doc.doc_id})
                     report.replaced_documents += 1

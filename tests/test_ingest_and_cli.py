@@ -100,3 +100,12 @@ def test_cli_lists_and_draws_graphs(capsys):
     }
     assert main(["graph", "self_rag"]) == 0
     assert "transform_query --> retrieve" in capsys.readouterr().out
+
+
+def test_short_acronym_question_about_the_kb_is_retrieved(capsys):
+    # "What is X" skips retrieval only when the KB's best match is weak; CRAG has a document.
+    assert main(["ask", "What is CRAG?", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["steps"][0]["summary"].startswith("retrieve")
+    assert result["stop_reason"] == "answered"
+    assert any(s["doc_id"] == "sample:corrective-rag" for s in result["sources"])

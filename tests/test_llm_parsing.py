@@ -47,5 +47,5 @@ async def test_malformed_grader_output_counts_as_negative_and_is_metered():
 
 
 async def test_unparseable_router_verdict_retrieves():
-    decision = await LLMJudge(fake("hmm")).needs_retrieval("Who founded Tesla?", 0.8)
+    decision = await LLMJudge(fake("hmm")).needs_retrieval("Who founded Tesla?", [])
     assert decision.needed is True

@@ -59,9 +59,9 @@ class Judge(Protocol):
     relevance_threshold: float
 
     async def needs_retrieval(
-        self, question: str, kb_score: float | None = None
+        self, question: str, closest: Sequence[Document] = ()
     ) -> RetrievalDecision:
-        """``kb_score`` is the best knowledge-base match for the question, a tie-breaker."""
+        """``closest`` are the knowledge base's nearest chunks, a tie-breaker."""
         ...
 
     async def grade_documents(

@@ -139,11 +139,10 @@ class LLMJudge:
         return parse_verdict(_text(reply), schema)
 
     async def needs_retrieval(
-        self, question: str, kb_score: float | None = None
+        self, question: str, closest: Sequence[Document] = ()
     ) -> RetrievalDecision:
-        prompt = prompts.RETRIEVAL_DECISION_PROMPT.format(
-            question=question, kb_score="unknown" if kb_score is None else f"{kb_score:.2f}"
-        )
+        excerpt = closest[0].page_content[:400] if closest else "(empty)"
+        prompt = prompts.RETRIEVAL_DECISION_PROMPT.format(question=question, best_match=excerpt)
         verdict = await self._verdict(prompt, RetrievalVerdict, "router")
         if verdict is None:
             # Retrieving is the safe default when the router's answer is unreadable.

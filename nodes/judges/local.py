@@ -42,8 +42,7 @@ from providers.text import (
 COSINE_FLOOR = 0.75
 COSINE_CEILING = 0.92
 COSINE_WEIGHT = 0.6
-RELEVANCE_THRESHOLD = 0.56
-KB_PROBE_THRESHOLD = 0.55
+RELEVANCE_THRESHOLD = 0.58
 GROUNDED_FULLY = 0.9
 GROUNDED_PARTIALLY = 0.6
 USEFUL_THRESHOLD = 0.3
@@ -145,7 +144,7 @@ class LocalJudge:
         )
 
     @off_the_loop
-    def needs_retrieval(self, question: str, kb_score: float | None = None) -> RetrievalDecision:
+    def needs_retrieval(self, question: str, closest: Sequence[Document] = ()) -> RetrievalDecision:
         """Transparent rules; for general-knowledge questions the KB's best match breaks the tie."""
         record(self.backend, "router")
         if _CHITCHAT_RE.match(question):
@@ -154,11 +153,13 @@ class LocalJudge:
             return RetrievalDecision(False, "arithmetic")
         if _CODE_TASK_RE.search(question):
             return RetrievalDecision(False, "a coding task, not a question about documents")
-        if _GENERAL_RE.search(question) and kb_score is not None:
-            closeness = float(rescale_cosine(kb_score))
-            if closeness < KB_PROBE_THRESHOLD:
+        if _GENERAL_RE.search(question):
+            if not closest:
+                return RetrievalDecision(False, "general knowledge; the knowledge base is empty")
+            score = float(max(self.scorer.scores(question, [document_text(d) for d in closest])))
+            if score < self.relevance_threshold:
                 return RetrievalDecision(
-                    False, f"general knowledge; best knowledge-base match {kb_score:.2f} is weak"
+                    False, f"general knowledge; the best knowledge-base match scores {score:.2f}"
                 )
         return RetrievalDecision(True, "asks for facts the knowledge base may hold")
 
