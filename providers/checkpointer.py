@@ -1,28 +1,76 @@
-"""Checkpointers for our CLI and server: SQLite under the data dir unless configured otherwise."""
+"""Checkpointers for our CLI and server: SQLite under the data dir unless configured otherwise.
+
+SQLite (default) runs in WAL mode with ``synchronous=NORMAL``; runs use ``durability="sync"`` so
+a killed process loses no finished step. Postgres (``REFLEXRAG_CHECKPOINTER_URL=postgresql://…``)
+shares one connection pool, but every run gets its own ``AsyncPostgresSaver``: a single saver
+takes a lock around every call, which would serialise all concurrent runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from providers.settings import get_settings
+from providers.settings import Settings, get_settings
+
+
+class Checkpointers:
+    """A shared saver for reads, and a saver for each run."""
+
+    def __init__(
+        self,
+        shared: BaseCheckpointSaver,
+        per_run: Callable[[], BaseCheckpointSaver] | None = None,
+    ) -> None:
+        self.shared = shared
+        self._per_run = per_run
+
+    def for_run(self) -> BaseCheckpointSaver:
+        return self._per_run() if self._per_run else self.shared
 
 
 @asynccontextmanager
-async def open_checkpointer() -> AsyncIterator[BaseCheckpointSaver]:
-    """Yield a ready checkpointer; closes its connection on exit."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+async def open_checkpointers(settings: Settings | None = None) -> AsyncIterator[Checkpointers]:
+    """Open the configured checkpoint store; closes its connections on exit."""
+    settings = settings or get_settings()
+    url = settings.checkpointer_url or f"sqlite:///{settings.checkpoint_path}"
+    if url.startswith(("postgres://", "postgresql://")):
+        async with _postgres(url) as checkpointers:
+            yield checkpointers
+    elif url.startswith("sqlite:///"):
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    settings = get_settings()
-    url = settings.checkpointer_url
-    if url and not url.startswith("sqlite:"):
-        raise ValueError(f"unsupported checkpointer URL {url!r} (sqlite:///PATH)")
-    path = url.removeprefix("sqlite:///") if url else str(settings.checkpoint_path)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        await saver.conn.execute("PRAGMA journal_mode=WAL")
-        await saver.conn.execute("PRAGMA synchronous=NORMAL")
-        await saver.setup()
-        yield saver
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        async with AsyncSqliteSaver.from_conn_string(url.removeprefix("sqlite:///")) as saver:
+            await saver.conn.execute("PRAGMA journal_mode=WAL")
+            await saver.conn.execute("PRAGMA synchronous=NORMAL")
+            await saver.setup()
+            yield Checkpointers(saver)
+    else:
+        raise ValueError(
+            f"unsupported checkpointer URL {url!r}: use sqlite:///PATH or postgresql://…"
+        )
+
+
+@asynccontextmanager
+async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:
+        raise ValueError("Postgres checkpoints need: pip install 'reflexrag[postgres]'") from None
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with AsyncConnectionPool(url, kwargs=kwargs, max_size=20, open=False) as pool:
+        shared = AsyncPostgresSaver(pool)
+        await shared.setup()
+        yield Checkpointers(shared, lambda: AsyncPostgresSaver(pool))
+
+
+@asynccontextmanager
+async def open_checkpointer(settings: Settings | None = None) -> AsyncIterator[BaseCheckpointSaver]:
+    """One saver, for single-run callers such as the CLI."""
+    async with open_checkpointers(settings) as checkpointers:
+        yield checkpointers.shared

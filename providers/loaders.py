@@ -7,10 +7,13 @@ leaves the knowledge base exactly as it was.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import socket
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 
@@ -126,10 +129,39 @@ def load_path(path: Path) -> list[SourceDocument]:
     return [SourceDocument(_stable_id(path.stem, source), text, metadata)]
 
 
-def load_url(url: str, timeout_s: float = 20.0) -> list[SourceDocument]:
-    """Fetch a web page (HTML or plain text) as one document."""
+def check_public_url(url: str) -> None:
+    """Refuse URLs that resolve to loopback, private, link-local or reserved addresses."""
+    parsed = urlparse(url)
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        raise KnowledgeBaseError(f"not an http(s) URL: {url}")
     try:
-        response = httpx.get(url, timeout=timeout_s, follow_redirects=True)
+        infos = socket.getaddrinfo(parsed.hostname, parsed.port or 443, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        raise KnowledgeBaseError(f"could not resolve {parsed.hostname}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global or address.is_multicast:
+            raise KnowledgeBaseError(
+                f"refusing to fetch {url}: {parsed.hostname} is a private address "
+                "(set REFLEXRAG_ALLOW_PRIVATE_URLS=true to allow it)"
+            )
+
+
+def load_url(
+    url: str, allow_private: bool = False, timeout_s: float = 20.0
+) -> list[SourceDocument]:
+    """Fetch a web page (HTML or plain text) as one document, following up to 5 redirects."""
+    target = url
+    try:
+        for _ in range(6):
+            if not allow_private:
+                check_public_url(target)
+            response = httpx.get(target, timeout=timeout_s, follow_redirects=False)
+            if not response.is_redirect:
+                break
+            target = str(response.next_request.url) if response.next_request else target
+        else:
+            raise KnowledgeBaseError(f"too many redirects fetching {url}")
         response.raise_for_status()
     except httpx.HTTPError as exc:
         raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
@@ -143,12 +175,12 @@ def load_url(url: str, timeout_s: float = 20.0) -> list[SourceDocument]:
     return [SourceDocument(_stable_id("url", url), text, {"title": title or url, "source": url})]
 
 
-def load_sources(sources: list[str]) -> list[SourceDocument]:
+def load_sources(sources: list[str], allow_private_urls: bool = False) -> list[SourceDocument]:
     """Load every file, directory or URL; fails on the first bad one before anything is stored."""
     documents: list[SourceDocument] = []
     for source in sources:
         if source.startswith(("http://", "https://")):
-            documents.extend(load_url(source))
+            documents.extend(load_url(source, allow_private_urls))
         else:
             documents.extend(load_path(Path(source)))
     return documents

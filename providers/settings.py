@@ -50,8 +50,26 @@ class Settings(BaseSettings):
     )
     llm_timeout_s: float = Field(default=60.0, description="Per-call timeout for chat models.")
     checkpointer_url: str | None = Field(
-        default=None, description="Checkpointer location; default is SQLite under data_dir."
+        default=None,
+        description="sqlite:///PATH or postgresql://…; default is SQLite under data_dir.",
     )
+    api_key: str | None = Field(
+        default=None,
+        description="Comma-separated API keys for the HTTP service; unset = no auth.",
+    )
+    cors_origins: str = Field(default="", description="Comma-separated allowed CORS origins.")
+    max_body_bytes: int = Field(default=1_000_000, description="Largest JSON request body.")
+    max_upload_bytes: int = Field(default=10_000_000, description="Largest uploaded file.")
+    allow_private_urls: bool = Field(
+        default=False, description="Let URL ingestion fetch loopback/private addresses."
+    )
+    test_delay_s: float = Field(
+        default=0.0, description="Test only: sleep this long before each judge/KB call."
+    )
+
+    @property
+    def api_keys(self) -> list[str]:
+        return [key.strip() for key in (self.api_key or "").split(",") if key.strip()]
 
     @property
     def chroma_dir(self) -> Path:

@@ -105,11 +105,14 @@ def _ingest(args: argparse.Namespace) -> int:
 
     from providers.knowledge_base import get_knowledge_base
     from providers.loaders import load_sources, sample_kb_documents
+    from providers.settings import get_settings
 
     kb = get_knowledge_base(args.kb)
     if not args.paths and not args.sample:
         raise CLIError("name at least one PATH or URL, or --sample")
-    documents = load_sources(args.paths) + (sample_kb_documents() if args.sample else [])
+    allow_private = get_settings().allow_private_urls
+    documents = load_sources(args.paths, allow_private)
+    documents += sample_kb_documents() if args.sample else []
     with tqdm(
         total=len(documents),
         desc=f"ingest → {kb.name}",
@@ -183,6 +186,15 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server.app import create_app
+
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from graphs import STRATEGIES
 
@@ -217,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("graph", help="print a strategy's graph as Mermaid")
     show.add_argument("name", choices=list(STRATEGIES))
     show.set_defaults(handler=_graph)
+    serve = commands.add_parser("serve", help="run the HTTP service (LangGraph Server API)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(handler=_serve)
+
     evaluate = commands.add_parser("eval", help="compare strategies on a QA fixture")
     evaluate.add_argument("--qa", type=Path, required=True, help="QA.jsonl")
     evaluate.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")

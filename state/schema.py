@@ -6,9 +6,10 @@ ends in a terminal node with a ``stop_reason`` rather than hitting LangGraph's r
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal
 
 from langchain_core.documents import Document
+from typing_extensions import TypedDict
 
 StopReason = Literal[
     "answered",

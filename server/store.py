@@ -1,0 +1,205 @@
+"""Thread and run records of the HTTP service (the graph state itself lives in the checkpointer).
+
+A small SQLite database beside the checkpoints keeps who owns a thread, its metadata and
+status, and every run's status, so threads and runs survive a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    thread_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    status TEXT NOT NULL,
+    graph_id TEXT
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    status TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    multitask_strategy TEXT NOT NULL,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, created_at);
+"""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _thread(row: aiosqlite.Row) -> dict[str, Any]:
+    return {
+        "thread_id": row["thread_id"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "metadata": json.loads(row["metadata"]),
+        "status": row["status"],
+        "graph_id": row["graph_id"],
+    }
+
+
+def _run(row: aiosqlite.Row) -> dict[str, Any]:
+    return {
+        "run_id": row["run_id"],
+        "thread_id": row["thread_id"],
+        "assistant_id": row["assistant_id"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "status": row["status"],
+        "metadata": json.loads(row["metadata"]),
+        "multitask_strategy": row["multitask_strategy"],
+        "error": row["error"],
+    }
+
+
+class ServiceStore:
+    """Async access to the thread and run tables."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self.db = db
+
+    @classmethod
+    async def open(cls, path: Path) -> ServiceStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path)
+        db.row_factory = aiosqlite.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.executescript(_SCHEMA)
+        await db.commit()
+        return cls(db)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def recover_after_restart(self) -> int:
+        """Runs that were in flight when the process died are marked as interrupted."""
+        cursor = await self.db.execute(
+            "UPDATE runs SET status='interrupted', error='server restarted', updated_at=? "
+            "WHERE status IN ('pending', 'running')",
+            (now(),),
+        )
+        await self.db.execute("UPDATE threads SET status='interrupted' WHERE status='busy'")
+        await self.db.commit()
+        return cursor.rowcount
+
+    async def create_thread(
+        self, owner: str, metadata: dict[str, Any], thread_id: str | None = None
+    ) -> dict[str, Any]:
+        thread_id = thread_id or str(uuid.uuid4())
+        stamp = now()
+        await self.db.execute(
+            "INSERT INTO threads VALUES (?, ?, ?, ?, ?, 'idle', NULL)",
+            (thread_id, owner, stamp, stamp, json.dumps(metadata)),
+        )
+        await self.db.commit()
+        return await self.get_thread(thread_id, owner)  # type: ignore[return-value]
+
+    async def get_thread(self, thread_id: str, owner: str) -> dict[str, Any] | None:
+        cursor = await self.db.execute(
+            "SELECT * FROM threads WHERE thread_id=? AND owner=?", (thread_id, owner)
+        )
+        row = await cursor.fetchone()
+        return _thread(row) if row else None
+
+    async def thread_exists(self, thread_id: str) -> bool:
+        cursor = await self.db.execute("SELECT 1 FROM threads WHERE thread_id=?", (thread_id,))
+        return await cursor.fetchone() is not None
+
+    async def update_thread(self, thread_id: str, **fields: Any) -> None:
+        if "metadata" in fields:
+            fields["metadata"] = json.dumps(fields["metadata"])
+        fields["updated_at"] = now()
+        assignments = ", ".join(f"{name}=?" for name in fields)
+        await self.db.execute(
+            f"UPDATE threads SET {assignments} WHERE thread_id=?", (*fields.values(), thread_id)
+        )
+        await self.db.commit()
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.db.execute("DELETE FROM runs WHERE thread_id=?", (thread_id,))
+        await self.db.execute("DELETE FROM threads WHERE thread_id=?", (thread_id,))
+        await self.db.commit()
+
+    async def search_threads(
+        self,
+        owner: str,
+        metadata: dict[str, Any] | None,
+        status: str | None,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        query, params = "SELECT * FROM threads WHERE owner=?", [owner]
+        if status:
+            query += " AND status=?"
+            params.append(status)
+        for key, value in (metadata or {}).items():
+            query += " AND json_extract(metadata, ?) = json_extract(?, '$')"
+            params += [f"$.{key}", json.dumps(value)]
+        query += " ORDER BY created_at DESC LIMIT ? OFFSET ?"
+        cursor = await self.db.execute(query, (*params, limit, offset))
+        return [_thread(row) for row in await cursor.fetchall()]
+
+    async def create_run(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        owner: str,
+        metadata: dict[str, Any],
+        multitask_strategy: str,
+    ) -> dict[str, Any]:
+        run_id = str(uuid.uuid4())
+        stamp = now()
+        await self.db.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULL)",
+            (
+                run_id,
+                thread_id,
+                assistant_id,
+                owner,
+                stamp,
+                stamp,
+                json.dumps(metadata),
+                multitask_strategy,
+            ),
+        )
+        await self.db.commit()
+        return await self.get_run(run_id, owner)  # type: ignore[return-value]
+
+    async def get_run(self, run_id: str, owner: str) -> dict[str, Any] | None:
+        cursor = await self.db.execute(
+            "SELECT * FROM runs WHERE run_id=? AND owner=?", (run_id, owner)
+        )
+        row = await cursor.fetchone()
+        return _run(row) if row else None
+
+    async def list_runs(self, thread_id: str, owner: str, limit: int) -> list[dict[str, Any]]:
+        cursor = await self.db.execute(
+            "SELECT * FROM runs WHERE thread_id=? AND owner=? ORDER BY created_at DESC LIMIT ?",
+            (thread_id, owner, limit),
+        )
+        return [_run(row) for row in await cursor.fetchall()]
+
+    async def set_run_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        await self.db.execute(
+            "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=?",
+            (status, error, now(), run_id),
+        )
+        await self.db.commit()

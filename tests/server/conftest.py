@@ -1,0 +1,69 @@
+"""HTTP test servers: in-process uvicorn on free loopback ports, each with its own data dir."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from providers.settings import Settings
+from server.app import create_app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@asynccontextmanager
+async def running_server(data_dir: Path, **settings: object) -> AsyncIterator[str]:
+    app = create_app(Settings(data_dir=data_dir, **settings))
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+    )
+    task = asyncio.create_task(server.serve())
+    for _ in range(600):
+        if server.started:
+            break
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture(scope="module")
+async def base_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    async with running_server(
+        tmp_path_factory.mktemp("service"), max_body_bytes=20_000, max_upload_bytes=50_000
+    ) as url:
+        yield url
+
+
+@pytest.fixture
+def slow_nodes():
+    """Stretch every judge/KB call so a run is still going when the test acts on it."""
+    from providers.settings import get_settings
+
+    settings = get_settings()
+    before = settings.test_delay_s
+    settings.test_delay_s = 0.4
+    yield
+    settings.test_delay_s = before
