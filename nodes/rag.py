@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from nodes.judges import Generator, Judge, get_generator, get_judge
 from nodes.judges.usage import metered
 from providers.knowledge_base import KnowledgeBase, get_knowledge_base
+from providers.loaders import ensure_sample_kb
 from providers.settings import get_settings
 from providers.text import is_chinese
 from state import RESET, Context, DocGrade, RAGState, Source, Step
@@ -42,10 +43,17 @@ async def _simulated_latency() -> None:
         await asyncio.sleep(delay)
 
 
+def _open_knowledge_base(name: str) -> KnowledgeBase:
+    # The default KB is seeded with the bundled samples wherever a graph runs (CLI, our
+    # server, LangGraph Studio), so a fresh install answers questions out of the box.
+    ensure_sample_kb(name)
+    return get_knowledge_base(name)
+
+
 async def knowledge_base(context: Context) -> KnowledgeBase:
     """The run's knowledge base; opening one touches disk, so it happens off the event loop."""
     await _simulated_latency()
-    return await asyncio.to_thread(get_knowledge_base, context.kb)
+    return await asyncio.to_thread(_open_knowledge_base, context.kb)
 
 
 async def judge_for(context: Context) -> Judge:

@@ -17,7 +17,13 @@ from urllib.parse import urlparse
 
 import httpx
 
-from providers.knowledge_base import KnowledgeBaseError, SourceDocument
+from providers.knowledge_base import (
+    IngestReport,
+    KnowledgeBaseError,
+    SourceDocument,
+    get_knowledge_base,
+)
+from providers.settings import get_settings
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
 _SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head"}
@@ -197,3 +203,13 @@ def sample_kb_documents() -> list[SourceDocument]:
         for path in sorted(folder.glob("*.md"))
         for doc in load_path(path)
     ]
+
+
+def ensure_sample_kb(kb_name: str) -> IngestReport | None:
+    """Fill the default knowledge base with the bundled sample documents the first time."""
+    if kb_name != get_settings().default_kb:
+        return None
+    kb = get_knowledge_base(kb_name)
+    if kb.count():
+        return None
+    return kb.add(sample_kb_documents())

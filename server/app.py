@@ -33,10 +33,9 @@ from providers.knowledge_base import (
     list_knowledge_bases,
     validate_kb_name,
 )
-from providers.loaders import load_path, load_sources
+from providers.loaders import ensure_sample_kb, load_path, load_sources
 from providers.settings import Settings, get_settings
 from server.run_manager import STREAM_MODES, ActiveRun, RunConflictError, RunManager, RunSpec
-from server.runs import ensure_sample_kb
 from server.serialize import dumps, jsonable, thread_state
 from server.store import ServiceStore
 from state import Context
@@ -237,6 +236,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Warm up before the first request: seed the default KB and load the embedding model.
         await asyncio.to_thread(ensure_sample_kb, settings.default_kb)
         store = await ServiceStore.open(settings.data_dir / "service.sqlite")
         await store.recover_after_restart()
@@ -474,7 +474,6 @@ def register_routes(app: FastAPI) -> None:
         strategy = resolve_assistant(body.assistant_id)
         validate_input(body)
         context = build_context(body)
-        await asyncio.to_thread(ensure_sample_kb, context.kb)
         temporary = thread_id is None
         if temporary:
             thread = await store(request).create_thread(owner, {"stateless": True})

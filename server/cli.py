@@ -69,13 +69,12 @@ def _print_result(result: Any) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from providers.checkpointer import open_checkpointer
-    from server.runs import ensure_sample_kb, run_question
+    from server.runs import run_question
 
     question = args.question.strip()
     if not question:
         raise CLIError("the question is empty")
     context = _context(args)
-    ensure_sample_kb(context.kb)
 
     def show(node: str, update: dict[str, Any]) -> None:
         if args.json:

@@ -17,9 +17,6 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs import compile_strategy
-from providers.knowledge_base import IngestReport, get_knowledge_base
-from providers.loaders import sample_kb_documents
-from providers.settings import get_settings
 from state import Context
 
 NodeUpdateHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
@@ -46,16 +43,6 @@ class RunResult:
         data.pop("retrieved_doc_ids")
         data.pop("context_doc_ids")
         return data
-
-
-def ensure_sample_kb(kb_name: str) -> IngestReport | None:
-    """Fill the default knowledge base with the bundled sample documents the first time."""
-    if kb_name != get_settings().default_kb:
-        return None
-    kb = get_knowledge_base(kb_name)
-    if kb.count():
-        return None
-    return kb.add(sample_kb_documents())
 
 
 def _result_from_state(

@@ -1,0 +1,150 @@
+"""A server killed mid-run (SIGKILL) loses no finished step; the thread resumes where it stopped.
+
+Runs against SQLite, and against a private Postgres cluster when initdb/pg_ctl are installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+from tests.conftest import REPO
+from tests.server.conftest import free_port
+
+QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+
+
+def start_server(data_dir: Path, port: int, **env: str) -> subprocess.Popen:
+    environment = {**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("server did not start within 90 s")
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name) or next(iter(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")), None)
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    initdb, pg_ctl = _tool("initdb"), _tool("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("initdb/pg_ctl not installed")
+    # Not under pytest's private (0700, root-owned) temp root: the postgres user must reach it.
+    folder = Path(tempfile.mkdtemp(prefix="reflexrag-pg-"))
+    data, port = folder / "data", free_port()
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        user = pwd.getpwnam("postgres")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*run_as, initdb, "-D", str(data), "-U", "postgres", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+    subprocess.run(
+        [*run_as, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def checkpointer_env(request) -> dict[str, str]:
+    if request.param == "sqlite":
+        return {}
+    return {"REFLEXRAG_CHECKPOINTER_URL": request.getfixturevalue("postgres_url")}
+
+
+async def test_killed_server_resumes_without_redoing_finished_nodes(tmp_path, checkpointer_env):
+    port = free_port()
+    server = start_server(tmp_path, port, REFLEXRAG_TEST_DELAY_S="0.7", **checkpointer_env)
+    try:
+        client = get_client(url=f"http://127.0.0.1:{port}")
+        thread = await client.threads.create()
+        run = await client.runs.create(thread["thread_id"], "self_rag", input=QUESTION)
+        for _ in range(300):
+            state = await client.threads.get_state(thread["thread_id"])
+            if state["values"].get("last_retrieved_ids"):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the run never got past retrieve")
+        history_before = await client.threads.get_history(thread["thread_id"], limit=100)
+        assert state["next"], "killed mid-run"
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+
+    server = start_server(tmp_path, port, **checkpointer_env)
+    try:
+        client = get_client(url=f"http://127.0.0.1:{port}")
+        after_restart = await client.threads.get_state(thread["thread_id"])
+        assert after_restart["next"], "the unfinished step is still pending"
+        assert (
+            after_restart["values"]["last_retrieved_ids"] == state["values"]["last_retrieved_ids"]
+        )
+        history_after = await client.threads.get_history(thread["thread_id"], limit=100)
+        assert {h["checkpoint"]["checkpoint_id"] for h in history_before} <= {
+            h["checkpoint"]["checkpoint_id"] for h in history_after
+        }
+        assert (await client.runs.get(thread["thread_id"], run["run_id"]))[
+            "status"
+        ] == "interrupted"
+        assert (await client.threads.get(thread["thread_id"]))["status"] == "interrupted"
+
+        result = await client.runs.wait(thread["thread_id"], "self_rag", input=None)
+        assert result["stop_reason"] == "answered"
+        nodes = [step["node"] for step in result["steps"]]
+        assert nodes.count("decide_retrieval") == 1 and nodes.count("retrieve") == 1
+        assert (await client.threads.get(thread["thread_id"]))["status"] == "idle"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
