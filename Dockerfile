@@ -9,14 +9,20 @@ RUN apt-get update \
 RUN useradd --create-home --uid 1000 reflexrag
 WORKDIR /app
 
+# Dependencies first, in their own cached layer: code changes do not reinstall them.
 COPY pyproject.toml README.md ./
+RUN mkdir -p graphs nodes state server providers benchmarks \
+    && touch graphs/__init__.py nodes/__init__.py state/__init__.py server/__init__.py \
+       providers/__init__.py benchmarks/__init__.py \
+    && pip install --no-cache-dir . && pip uninstall -y reflexrag
+
 COPY graphs graphs
 COPY nodes nodes
 COPY state state
 COPY server server
 COPY providers providers
 COPY benchmarks benchmarks
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps .
 
 USER reflexrag
 ENV REFLEXRAG_DATA_DIR=/home/reflexrag/data \
@@ -24,5 +30,8 @@ ENV REFLEXRAG_DATA_DIR=/home/reflexrag/data \
     LANGSMITH_TRACING=false
 # Seed the default knowledge base with the bundled sample documents at build time.
 RUN reflexrag ingest --sample --quiet
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/ok', timeout=4)"
 ENTRYPOINT ["reflexrag"]
-CMD ["graphs"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]

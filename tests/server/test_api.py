@@ -323,3 +323,38 @@ async def test_api_keys_guard_and_scope_threads(tmp_path):
             await bob.threads.get(thread["thread_id"])
         assert hidden.value.response.status_code == 404
         assert thread["thread_id"] not in {t["thread_id"] for t in await bob.threads.search()}
+
+
+async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypatch):
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+    from nodes.judges.llm import LLMGenerator, LLMJudge
+
+    yes = '{"binary_score": "yes"}'
+    grader = GenericFakeChatModel(
+        messages=iter(
+            [AIMessage(r) for r in ['{"retrieve": "yes"}', *[yes] * 4, '{"level": "fully"}', yes]]
+        )
+    )
+    writer = GenericFakeChatModel(messages=iter([AIMessage("CRAG falls back to web search [1].")]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: LLMJudge(grader))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: LLMGenerator(writer))
+    client = get_client(url=base_url)
+    chunks = [
+        c
+        async for c in client.runs.stream(
+            None,
+            "self_rag",
+            input=QUESTION,
+            stream_mode="messages-tuple",
+            context={"judge_backend": "fake", "generator_backend": "fake"},
+        )
+    ]
+    tokens = [c.data for c in chunks if c.event == "messages"]
+    assert tokens, "the generator's tokens are streamed"
+    assert {meta["langgraph_node"] for _, meta in tokens} == {"generate"}
+    assert "".join(message["content"] for message, _ in tokens) == (
+        "CRAG falls back to web search [1]."
+    )
