@@ -191,7 +191,12 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
         },
         loops={
             name: round(statistics.fmean(r.counters.get(name, 0) for r in records), 3)
-            for name in ("query_rewrites", "generation_attempts", "retrieval_attempts")
+            for name in (
+                "query_rewrites",
+                "generation_attempts",
+                "retrieval_attempts",
+                "web_searches",
+            )
         },
         stop_reasons=_count(r.stop_reason or "error" for r in records),
     )
@@ -248,7 +253,9 @@ async def run_eval(
     items = stratified_sample(load_qa(qa_path), limit, seed)
     corpus = load_jsonl(corpus_path)
     web = load_jsonl(web_path) if web_path else []
-    context = Context.from_overrides({**(context_overrides or {}), "kb": CORPUS_KB})
+    context = Context.from_overrides(
+        {**(context_overrides or {}), "kb": CORPUS_KB, "web_kb": WEB_KB}
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="reflexrag-eval-") as tmp:

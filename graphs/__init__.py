@@ -30,6 +30,16 @@ STRATEGIES: dict[str, Strategy] = {
             "graphs.self_rag",
             "retrieve? → grade documents → generate → grounded? useful? → loop",
         ),
+        Strategy(
+            "crag",
+            "graphs.crag",
+            "evaluate retrieval → correct: refine · incorrect: web search · ambiguous: both",
+        ),
+        Strategy(
+            "self_crag",
+            "graphs.self_crag",
+            "corrective retrieval, then grounded? useful? checks with bounded retries",
+        ),
     )
 }
 

@@ -40,6 +40,11 @@ This is attempt {attempt}. Reply with the query only, in the question's language
 
 Question: {question}"""
 
+SEARCH_QUERY_PROMPT = """Turn the question into a web search query of at most three keywords, \
+in the question's language. Reply with the keywords only, separated by spaces.
+
+Question: {question}"""
+
 GENERATE_PROMPT = """You answer questions using only the numbered context passages. Answer \
 in the question's language, in at most three sentences, and cite passages like [1]. If the \
 context does not contain the answer, say you could not find it.

@@ -22,6 +22,8 @@ from state import RESET, Context, DocGrade, RAGState, Source, Step
 
 NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
+NOT_FOUND_ANYWHERE = "I could not find an answer in the knowledge base or on the web."
+NOT_FOUND_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到答案。"
 NO_RETRIEVAL_LOCAL_ANSWER = (
     "This question does not need the knowledge base ({reason}), and the local backend only "
     "answers by quoting documents. Configure an LLM generator to answer it directly."
@@ -103,7 +105,9 @@ def graded_documents(state: RAGState, relevant_only: bool = True) -> list[Docume
 
 
 def generation_context(state: RAGState, context: Context) -> list[Document]:
-    """Relevant documents when they were graded; otherwise what was last retrieved (naive)."""
+    """CRAG's refined strips; else relevant graded documents; else the last retrieval (naive)."""
+    if state.get("knowledge_strips"):
+        return list(state["knowledge_strips"])
     if state.get("doc_grades"):
         return graded_documents(state)[: context.max_context_docs]
     wanted = state.get("last_retrieved_ids") or []
@@ -131,6 +135,10 @@ async def prepare(state: RAGState) -> dict[str, Any]:
         "retrieval_attempts": 0,
         "query_rewrites": 0,
         "generation_attempts": 0,
+        "crag_action": None,
+        "web_query": "",
+        "web_searches": 0,
+        "knowledge_strips": [],
         "stop_reason": None,
         "steps": RESET,
         "usage": RESET,
@@ -274,6 +282,8 @@ async def finish(state: RAGState) -> dict[str, Any]:
 def give_up_reason(state: RAGState, context: Context) -> str:
     if not state.get("documents"):
         return "empty_knowledge_base"
+    if state.get("crag_action") and not state.get("knowledge_strips"):
+        return "no_relevant_knowledge"
     if state.get("grounding") == "none" and (
         state.get("generation_attempts", 0) > context.max_regenerations
     ):
@@ -288,7 +298,10 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     grades = state.get("doc_grades") or {}
     closest = graded_documents(state, relevant_only=False)[:3]
     question = original_question(state)
-    answer = NOT_FOUND_ANSWER_ZH if is_chinese(question) else NOT_FOUND_ANSWER
+    if state.get("web_searches"):
+        answer = NOT_FOUND_ANYWHERE_ZH if is_chinese(question) else NOT_FOUND_ANYWHERE
+    else:
+        answer = NOT_FOUND_ANSWER_ZH if is_chinese(question) else NOT_FOUND_ANSWER
     return {
         "generation": answer,
         "answer_kind": "not_found",

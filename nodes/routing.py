@@ -58,3 +58,36 @@ def route_after_generation_grade(
     if state.get("query_rewrites", 0) < context.max_query_rewrites:
         return "transform_query"
     return "give_up"
+
+
+def route_after_evaluation(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["refine_knowledge", "rewrite_for_search", "give_up"]:
+    """Correct → refine; otherwise search the web while searches are left."""
+    action = state.get("crag_action")
+    if action == "correct":
+        return "refine_knowledge"
+    if state.get("web_searches", 0) < context_of(runtime).max_web_searches:
+        return "rewrite_for_search"
+    return "refine_knowledge" if action == "ambiguous" else "give_up"
+
+
+def route_after_refinement(state: RAGState) -> Literal["generate", "give_up"]:
+    """Nothing relevant survived refinement: say so instead of answering from nothing."""
+    return "generate" if state.get("knowledge_strips") else "give_up"
+
+
+def route_after_corrective_check(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["finish", "generate", "rewrite_for_search", "give_up"]:
+    """Self-CRAG: regenerate ungrounded answers; a useless one earns another web search."""
+    context = context_of(runtime)
+    if state.get("grounding") == "none":
+        if state.get("generation_attempts", 0) <= context.max_regenerations:
+            return "generate"
+        return "give_up"
+    if state.get("useful"):
+        return "finish"
+    if state.get("web_searches", 0) < context.max_web_searches:
+        return "rewrite_for_search"
+    return "give_up"

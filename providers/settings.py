@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     allow_private_urls: bool = Field(
         default=False, description="Let URL ingestion fetch loopback/private addresses."
     )
+    search_provider: Literal["local", "tavily", "duckduckgo", "searxng"] = Field(
+        default="local",
+        description="Web search for CRAG; local = a separate collection (offline default).",
+    )
+    tavily_api_key: str | None = Field(default=None, description="Key for search_provider=tavily.")
+    searxng_base_url: str | None = Field(
+        default=None, description="A SearxNG instance (JSON API) for search_provider=searxng."
+    )
+    search_timeout_s: float = Field(default=10.0, description="Timeout of one web search.")
     test_delay_s: float = Field(
         default=0.0, description="Test only: sleep this long before each judge/KB call."
     )

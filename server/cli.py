@@ -33,6 +33,9 @@ def _context(args: argparse.Namespace) -> Any:
         "max_regenerations",
         "judge_backend",
         "generator_backend",
+        "search_provider",
+        "web_kb",
+        "max_web_searches",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -213,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-regenerations", type=int)
     ask.add_argument("--judge-backend", choices=["local", "llm"])
     ask.add_argument("--generator-backend", choices=["local", "llm"])
+    ask.add_argument("--search-provider", choices=["local", "tavily", "duckduckgo", "searxng"])
+    ask.add_argument("--web-kb", help="collection the 'local' web search reads (default: web)")
+    ask.add_argument("--max-web-searches", type=int)
     ask.set_defaults(handler=_ask)
 
     ingest = commands.add_parser("ingest", help="add files, folders or URLs to a knowledge base")

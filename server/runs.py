@@ -29,6 +29,7 @@ class RunResult:
     sources: list[dict[str, Any]]
     stop_reason: str | None
     strategy: str
+    crag_action: str | None
     counters: dict[str, int]
     steps: list[dict[str, str]]
     usage: dict[str, int]
@@ -53,19 +54,23 @@ def _result_from_state(
     documents = values.get("documents") or []
     retrieved = [str(doc.metadata.get("doc_id", doc.id)) for doc in documents]
     relevant = [doc for doc in documents if grades.get(doc.id, {}).get("relevant")]
-    context_docs = relevant or [
-        d for d in documents if d.id in set(values.get("last_retrieved_ids") or [])
-    ]
+    context_docs = (
+        list(values.get("knowledge_strips") or [])
+        or relevant
+        or [d for d in documents if d.id in set(values.get("last_retrieved_ids") or [])]
+    )
     return RunResult(
         answer=values.get("generation") or "",
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),
         stop_reason=values.get("stop_reason"),
         strategy=strategy,
+        crag_action=values.get("crag_action"),
         counters={
             "retrieval_attempts": values.get("retrieval_attempts", 0),
             "query_rewrites": values.get("query_rewrites", 0),
             "generation_attempts": values.get("generation_attempts", 0),
+            "web_searches": values.get("web_searches", 0),
         },
         steps=list(values.get("steps") or []),
         usage=usage,

@@ -36,6 +36,32 @@ class Context:
     generator_backend: Literal["local", "llm", ""] = field(
         default="", metadata={"description": "Backend that writes answers (default: settings)."}
     )
+    crag_upper: float | None = field(
+        default=None,
+        metadata={"description": "CRAG: a score at or above this makes retrieval correct."},
+    )
+    crag_lower: float | None = field(
+        default=None,
+        metadata={"description": "CRAG: all scores below this make retrieval incorrect."},
+    )
+    crag_aggregation: Literal["any", "mean_top3"] = field(
+        default="any",
+        metadata={"description": "any document per the paper, or the mean of the top 3."},
+    )
+    refine_mode: Literal["window", "sentences", "passage"] = field(
+        default="sentences",
+        metadata={"description": "Strips: ~50-word windows, 3-sentence groups, or passages."},
+    )
+    max_web_searches: int = field(
+        default=1, metadata={"description": "Web searches per question (CRAG)."}
+    )
+    web_kb: str = field(
+        default="web",
+        metadata={"description": "Collection searched by the offline 'local' web provider."},
+    )
+    search_provider: Literal["local", "tavily", "duckduckgo", "searxng", ""] = field(
+        default="", metadata={"description": "Web search backend (default: settings)."}
+    )
     relevance_threshold: float | None = field(
         default=None,
         metadata={"description": "Override the judge's calibrated relevance threshold (0-1)."},
@@ -46,14 +72,19 @@ class Context:
         self.kb = self.kb or settings.default_kb
         self.judge_backend = self.judge_backend or settings.judge_backend
         self.generator_backend = self.generator_backend or settings.generator_backend
+        self.search_provider = self.search_provider or settings.search_provider
         for name in ("top_k", "max_context_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-        for name in ("max_query_rewrites", "max_regenerations"):
+        for name in ("max_query_rewrites", "max_regenerations", "max_web_searches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        if self.relevance_threshold is not None and not 0 <= self.relevance_threshold <= 1:
-            raise ValueError("relevance_threshold must be between 0 and 1")
+        for name in ("relevance_threshold", "crag_upper", "crag_lower"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} must be between 0 and 1")
+        if None not in (self.crag_upper, self.crag_lower) and self.crag_lower > self.crag_upper:
+            raise ValueError("crag_lower must not exceed crag_upper")
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any] | None) -> Context:

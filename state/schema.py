@@ -17,7 +17,9 @@ StopReason = Literal[
     "max_retrieval_attempts",
     "max_generation_attempts",
     "empty_knowledge_base",
+    "no_relevant_knowledge",
 ]
+CragAction = Literal["correct", "incorrect", "ambiguous"]
 Grounding = Literal["fully", "partially", "none"]
 
 
@@ -119,6 +121,12 @@ class RAGState(TypedDict, total=False):
     retrieval_attempts: int
     query_rewrites: int
     generation_attempts: int
+    crag_action: CragAction
+    """The retrieval evaluator's verdict (CRAG strategies)."""
+    web_query: str
+    web_searches: int
+    knowledge_strips: list[Document]
+    """Refined context: the best strips of the kept documents, each tagged with its source."""
     stop_reason: StopReason
     steps: Annotated[list[Step], append_steps]
     usage: Annotated[dict[str, int], sum_counts]

@@ -53,10 +53,15 @@ class Answer:
 
 
 class Judge(Protocol):
-    """Reflection decisions: retrieve? relevant? grounded? useful? and query rewriting."""
+    """Reflection decisions: retrieve? relevant? grounded? useful? and query rewriting.
+
+    ``grade_documents`` doubles as CRAG's retrieval evaluator: its 0-1 scores are compared
+    with ``crag_thresholds[aggregation]`` = (upper, lower), calibrated per backend.
+    """
 
     backend: str
     relevance_threshold: float
+    crag_thresholds: dict[str, tuple[float, float]]
 
     async def needs_retrieval(
         self, question: str, closest: Sequence[Document] = ()
@@ -77,6 +82,10 @@ class Judge(Protocol):
     async def rewrite_query(
         self, question: str, attempt: int, documents: Sequence[Document]
     ) -> str: ...
+
+    async def search_query(self, question: str) -> str:
+        """At most three keywords for a web search."""
+        ...
 
 
 class Generator(Protocol):

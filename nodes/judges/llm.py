@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from langchain_core.documents import Document
 from langchain_core.exceptions import OutputParserException
@@ -114,6 +114,10 @@ class LLMJudge:
     """Reflection judges backed by a chat model; calls are counted as ``llm.<role>``."""
 
     backend = "llm"
+    crag_thresholds: ClassVar[dict[str, tuple[float, float]]] = {
+        "any": (0.7, 0.3),
+        "mean_top3": (0.7, 0.3),
+    }
 
     def __init__(self, grader: BaseChatModel, relevance_threshold: float | None = None) -> None:
         self.grader = grader
@@ -198,6 +202,13 @@ class LLMJudge:
         record(self.backend, "rewriter", *_usage(reply, prompt))
         rewritten = _text(reply).strip().strip('"').strip()
         return rewritten.splitlines()[0] if rewritten else question
+
+    async def search_query(self, question: str) -> str:
+        prompt = prompts.SEARCH_QUERY_PROMPT.format(question=question)
+        reply = await self.grader.ainvoke([HumanMessage(prompt)], config=NOSTREAM)
+        record(self.backend, "rewriter", *_usage(reply, prompt))
+        words = _text(reply).strip().strip('"').split()
+        return " ".join(words[:3]) or question
 
 
 class LLMGenerator:

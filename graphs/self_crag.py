@@ -1,0 +1,17 @@
+"""Self-CRAG: Corrective RAG's retrieval, then Self-RAG's grounded/useful checks.
+
+Ungrounded answers are regenerated (bounded by ``max_regenerations``); a grounded but useless
+answer earns another web search while ``max_web_searches`` allows.
+"""
+
+from graphs.crag import corrective_builder
+from nodes.rag import grade_generation
+from nodes.routing import route_after_corrective_check
+
+builder = corrective_builder()
+builder.add_node(grade_generation)
+builder.add_edge("generate", "grade_generation")
+builder.add_conditional_edges("grade_generation", route_after_corrective_check)
+
+graph = builder.compile()
+graph.name = "self_crag"
