@@ -355,7 +355,8 @@ def register_routes(app: FastAPI) -> None:
             "input_schema": graph.get_input_jsonschema(),
             "output_schema": graph.get_output_jsonschema(),
             "state_schema": graph.get_output_jsonschema(),
-            "config_schema": graph.get_config_jsonschema(),
+            # Graphs are configured through their context schema, not `configurable`.
+            "config_schema": None,
             "context_schema": graph.get_context_jsonschema(),
         }
 

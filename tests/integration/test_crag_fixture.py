@@ -56,3 +56,38 @@ async def test_crag_actions_and_web_recovery(context, fixtures_dir):
     assert not_correct_rate >= 0.80
     assert gold_rate >= 0.72
     assert answer_rate >= 0.60
+
+
+@pytest.mark.parametrize(
+    ("question", "actions", "origin", "gold"),
+    [
+        ("What year did Tesla die?", {"correct"}, "kb", "1943"),
+        (
+            "What article was published in 1937?",
+            {"incorrect", "ambiguous"},
+            "web",
+            "A Machine to End War",
+        ),
+    ],
+)
+def test_cli_crag_json(context, capsys, question, actions, origin, gold):
+    import json
+
+    from server.cli import main
+
+    argv = [
+        "ask",
+        question,
+        "--strategy",
+        "crag",
+        "--kb",
+        context.kb,
+        "--web-kb",
+        context.web_kb,
+        "--json",
+    ]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["crag_action"] in actions and result["stop_reason"] == "answered"
+    assert origin in {source["origin"] for source in result["sources"]}
+    assert gold in result["answer"]
