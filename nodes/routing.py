@@ -44,17 +44,25 @@ def route_after_generate(state: RAGState) -> Literal["grade_generation", "finish
     return "grade_generation" if state.get("needs_retrieval", True) else "finish"
 
 
-def route_after_generation_grade(
-    state: RAGState, runtime: Runtime[Context]
-) -> Literal["finish", "generate", "transform_query", "give_up"]:
-    """Ungrounded → regenerate; grounded but not useful → rewrite; useful → finish."""
-    context = context_of(runtime)
+def _check_generation(
+    state: RAGState, context: Context
+) -> Literal["finish", "generate", "give_up", "retry"]:
+    """Ungrounded → regenerate while allowed; useful → finish; grounded but useless → retry."""
     if state.get("grounding") == "none":
         if state.get("generation_attempts", 0) <= context.max_regenerations:
             return "generate"
         return "give_up"
-    if state.get("useful"):
-        return "finish"
+    return "finish" if state.get("useful") else "retry"
+
+
+def route_after_generation_grade(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["finish", "generate", "transform_query", "give_up"]:
+    """Self-RAG: a grounded but useless answer rewrites the query while rewrites are left."""
+    context = context_of(runtime)
+    route = _check_generation(state, context)
+    if route != "retry":
+        return route
     if state.get("query_rewrites", 0) < context.max_query_rewrites:
         return "transform_query"
     return "give_up"
@@ -80,14 +88,11 @@ def route_after_refinement(state: RAGState) -> Literal["generate", "give_up"]:
 def route_after_corrective_check(
     state: RAGState, runtime: Runtime[Context]
 ) -> Literal["finish", "generate", "rewrite_for_search", "give_up"]:
-    """Self-CRAG: regenerate ungrounded answers; a useless one earns another web search."""
+    """Self-CRAG: a grounded but useless answer earns another web search while allowed."""
     context = context_of(runtime)
-    if state.get("grounding") == "none":
-        if state.get("generation_attempts", 0) <= context.max_regenerations:
-            return "generate"
-        return "give_up"
-    if state.get("useful"):
-        return "finish"
+    route = _check_generation(state, context)
+    if route != "retry":
+        return route
     if state.get("web_searches", 0) < context.max_web_searches:
         return "rewrite_for_search"
     return "give_up"
