@@ -232,6 +232,9 @@ class BodySizeLimit:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The service. ``settings`` governs the service's own state (auth, limits, the thread
+    table, checkpoints); knowledge bases and models are read by the graphs from the process
+    settings, which is the same object unless a caller (a test) passes another."""
     settings = settings or get_settings()
 
     @asynccontextmanager
