@@ -150,7 +150,7 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     context = context_of(runtime)
     question = original_question(state)
     kb = await knowledge_base(context)
-    closest = await asyncio.to_thread(kb.search, question, context.top_k)
+    closest = await asyncio.to_thread(kb.search, question, context.top_k, context.retrieval_mode)
     with metered() as meter:
         judge = await judge_for(context)
         decision = await judge.needs_retrieval(question, closest)
@@ -166,7 +166,9 @@ async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     """Fetch the ``top_k`` chunks most similar to the current query."""
     context = context_of(runtime)
     kb = await knowledge_base(context)
-    documents = await asyncio.to_thread(kb.search, state["question"], context.top_k)
+    documents = await asyncio.to_thread(
+        kb.search, state["question"], context.top_k, context.retrieval_mode
+    )
     emit(runtime, {"node": "retrieve", "query": state["question"], "hits": len(documents)})
     return {
         "original_question": original_question(state),

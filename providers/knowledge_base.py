@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import chromadb
+import numpy as np
 from chromadb.config import Settings as ChromaSettings
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from providers.bm25 import BM25Index, reciprocal_rank_fusion
 from providers.embeddings import get_embeddings
 from providers.settings import get_settings
 from providers.text import split_into_chunks
@@ -29,6 +31,7 @@ from providers.text import split_into_chunks
 KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _COLLECTION_PREFIX = "kb__"
 _METADATA_TYPES = (str, int, float, bool)
+RetrievalMode = Literal["vector", "bm25", "hybrid"]
 
 
 class KnowledgeBaseError(ValueError):
@@ -76,7 +79,14 @@ class SourceDocument:
 class KnowledgeBase:
     """A named collection of chunks with vector search."""
 
-    def __init__(self, name: str, client: Any, embeddings: Embeddings, chunk_tokens: int = 250):
+    def __init__(
+        self,
+        name: str,
+        client: Any,
+        embeddings: Embeddings,
+        index_dir: Path,
+        chunk_tokens: int = 250,
+    ):
         self.name = validate_kb_name(name)
         self.embeddings = embeddings
         self.chunk_tokens = chunk_tokens
@@ -86,6 +96,18 @@ class KnowledgeBase:
             metadata={"hnsw:space": "cosine"},
         )
         self._write_lock = threading.Lock()
+        self.bm25 = BM25Index(index_dir / f"{name}.bm25.json")
+        if not len(self.bm25) and self.count():
+            # A knowledge base ingested before the BM25 index existed: build it once.
+            stored = self._collection.get(include=["documents", "metadatas"])
+            self.bm25.update(
+                {
+                    chunk_id: with_title(meta.get("title"), text)
+                    for chunk_id, text, meta in zip(
+                        stored["ids"], stored["documents"], stored["metadatas"], strict=True
+                    )
+                }
+            )
 
     def count(self) -> int:
         """Number of chunks stored."""
@@ -106,6 +128,8 @@ class KnowledgeBase:
             if not doc.doc_id or not doc.text.strip():
                 raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
         report = IngestReport()
+        indexed: dict[str, str] = {}
+        unindexed: list[str] = []
         with self._write_lock:
             stored = self._stored_hashes([doc.doc_id for doc in documents])
             for doc in documents:
@@ -120,7 +144,9 @@ class KnowledgeBase:
                     [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
                 )
                 if doc.doc_id in stored:
-                    self._collection.delete(where={"doc_id": doc.doc_id})
+                    old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])
+                    unindexed += old["ids"]
+                    self._collection.delete(ids=old["ids"])
                     report.replaced_documents += 1
                 else:
                     report.added_documents += 1
@@ -135,10 +161,16 @@ class KnowledgeBase:
                     ],
                 )
                 stored[doc.doc_id] = digest
+                indexed.update(
+                    (f"{doc.doc_id}#{n}", with_title(doc.metadata.get("title"), chunk))
+                    for n, chunk in enumerate(chunks)
+                )
                 report.added_chunks += len(chunks)
                 report.doc_ids.append(doc.doc_id)
                 if progress:
                     progress(1)
+            if indexed or unindexed:
+                self.bm25.update(indexed, unindexed)
         return report
 
     def _stored_hashes(self, doc_ids: list[str]) -> dict[str, str]:
@@ -150,22 +182,31 @@ class KnowledgeBase:
                 hashes[meta["doc_id"]] = meta["content_hash"]
         return hashes
 
-    def search(self, query: str, k: int = 4) -> list[Document]:
-        """The ``k`` chunks most similar to ``query``; ``metadata['score']`` is the cosine."""
+    def search(self, query: str, k: int = 4, mode: RetrievalMode = "vector") -> list[Document]:
+        """The ``k`` best chunks for ``query`` by vector similarity, BM25, or both fused by
+        reciprocal rank (``hybrid``). ``metadata['score']`` is always the cosine similarity."""
         if self.count() == 0:
             return []
+        if mode not in ("vector", "bm25", "hybrid"):
+            raise KnowledgeBaseError(f"unknown retrieval mode {mode!r}: vector, bm25 or hybrid")
         vector = self.embeddings.embed_query(query)
+        if mode == "vector":
+            return self._vector_search(vector, k)
+        depth = k if mode == "bm25" else 4 * k
+        lexical = [chunk_id for chunk_id, _ in self.bm25.search(query, depth)]
+        if mode == "bm25":
+            return self._fetch(lexical, vector)
+        dense = [str(doc.id) for doc in self._vector_search(vector, depth)]
+        return self._fetch(reciprocal_rank_fusion([dense, lexical], k), vector)
+
+    def _vector_search(self, vector: list[float], k: int) -> list[Document]:
         result = self._collection.query(
             query_embeddings=[vector],
             n_results=min(k, self.count()),
             include=["documents", "metadatas", "distances"],
         )
         return [
-            Document(
-                id=chunk_id,
-                page_content=text,
-                metadata={**meta, "score": round(1.0 - distance, 4), "kb": self.name},
-            )
+            self._document(chunk_id, text, meta, 1.0 - distance)
             for chunk_id, text, meta, distance in zip(
                 result["ids"][0],
                 result["documents"][0],
@@ -174,6 +215,27 @@ class KnowledgeBase:
                 strict=True,
             )
         ]
+
+    def _fetch(self, chunk_ids: list[str], vector: list[float]) -> list[Document]:
+        """Chunks by id, in the given order, scored by cosine against ``vector``."""
+        if not chunk_ids:
+            return []
+        got = self._collection.get(ids=chunk_ids, include=["documents", "metadatas", "embeddings"])
+        query = np.asarray(vector)
+        by_id = {
+            chunk_id: self._document(chunk_id, text, meta, float(np.asarray(embedding) @ query))
+            for chunk_id, text, meta, embedding in zip(
+                got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
+            )
+        }
+        return [by_id[chunk_id] for chunk_id in chunk_ids if chunk_id in by_id]
+
+    def _document(self, chunk_id: str, text: str, meta: dict[str, Any], score: float) -> Document:
+        return Document(
+            id=chunk_id,
+            page_content=text,
+            metadata={**meta, "score": round(score, 4), "kb": self.name},
+        )
 
 
 @lru_cache(maxsize=4)
@@ -191,7 +253,9 @@ _attached: dict[str, KnowledgeBase] = {}
 
 def open_knowledge_base(name: str, directory: Path) -> KnowledgeBase:
     """A knowledge base stored under ``directory`` instead of the data dir (throw-away KBs)."""
-    return KnowledgeBase(name, _client(str(directory.resolve())), get_embeddings())
+    return KnowledgeBase(
+        name, _client(str(directory.resolve())), get_embeddings(), directory / "bm25"
+    )
 
 
 def attach_knowledge_base(kb: KnowledgeBase) -> None:
@@ -208,7 +272,9 @@ def get_knowledge_base(name: str | None = None) -> KnowledgeBase:
     key = (str(settings.chroma_dir.resolve()), name)
     with _kb_cache_lock:
         if key not in _kb_cache:
-            _kb_cache[key] = KnowledgeBase(name, _client(key[0]), get_embeddings())
+            _kb_cache[key] = KnowledgeBase(
+                name, _client(key[0]), get_embeddings(), settings.data_dir / "bm25"
+            )
         return _kb_cache[key]
 
 

@@ -29,6 +29,7 @@ def _context(args: argparse.Namespace) -> Any:
     overrides: dict[str, Any] = {"kb": args.kb or ""}
     for name in (
         "top_k",
+        "retrieval_mode",
         "max_query_rewrites",
         "max_regenerations",
         "judge_backend",
@@ -164,6 +165,7 @@ def _eval(args: argparse.Namespace) -> int:
             ("judge_backend", args.judge_backend),
             ("generator_backend", args.generator_backend),
             ("top_k", args.top_k),
+            ("retrieval_mode", args.retrieval_mode),
         )
         if v is not None
     }
@@ -212,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--thread", help="thread id, to keep the run in a checkpointed thread")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--top-k", type=int)
+    ask.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
     ask.add_argument("--max-query-rewrites", type=int)
     ask.add_argument("--max-regenerations", type=int)
     ask.add_argument("--judge-backend", choices=["local", "llm"])
@@ -252,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--concurrency", type=int, default=2, help="questions in flight")
     evaluate.add_argument("--out", type=Path, default=Path("eval-out"))
     evaluate.add_argument("--top-k", type=int)
+    evaluate.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
     evaluate.add_argument("--judge-backend", choices=["local", "llm"])
     evaluate.add_argument("--generator-backend", choices=["local", "llm"])
     evaluate.set_defaults(handler=_eval)

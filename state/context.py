@@ -20,6 +20,10 @@ class Context:
         default="", metadata={"description": "Knowledge base name (default: settings)."}
     )
     top_k: int = field(default=4, metadata={"description": "Chunks retrieved per query."})
+    retrieval_mode: Literal["vector", "bm25", "hybrid"] = field(
+        default="vector",
+        metadata={"description": "vector, BM25, or both fused by reciprocal rank (hybrid)."},
+    )
     max_query_rewrites: int = field(
         default=3, metadata={"description": "Query rewrites before giving up on retrieval."}
     )
@@ -73,6 +77,8 @@ class Context:
         self.judge_backend = self.judge_backend or settings.judge_backend
         self.generator_backend = self.generator_backend or settings.generator_backend
         self.search_provider = self.search_provider or settings.search_provider
+        if self.retrieval_mode not in ("vector", "bm25", "hybrid"):
+            raise ValueError("retrieval_mode must be vector, bm25 or hybrid")
         for name in ("top_k", "max_context_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
