@@ -22,7 +22,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, UploadFile
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from starlette.datastructures import UploadFile as StarletteUploadFile
 
 from graphs import STRATEGIES, Strategy, compile_strategy
 from providers.checkpointer import open_checkpointers
@@ -638,11 +639,34 @@ def register_routes(app: FastAPI) -> None:
             raise HTTPException(404, f"knowledge base {name!r} not found")
         return await asyncio.to_thread(kb_summary, name)
 
-    @app.post("/kb/{name}/documents")
-    async def add_documents(
-        request: Request, name: str, body: DocumentsIn, owner: Owner
-    ) -> dict[str, Any]:
+    @app.post(
+        "/kb/{name}/documents",
+        openapi_extra={
+            "requestBody": {
+                "content": {
+                    "application/json": {"schema": DocumentsIn.model_json_schema()},
+                    "multipart/form-data": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"file": {"type": "string", "format": "binary"}},
+                        }
+                    },
+                }
+            }
+        },
+    )
+    async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, Any]:
+        """JSON ``{"documents": [...], "urls": [...]}``, or a multipart upload of one file."""
         validate_kb_name(name)
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            upload = (await request.form()).get("file")
+            if not isinstance(upload, StarletteUploadFile):
+                raise HTTPException(422, "send the file in a multipart field named 'file'")
+            return await ingest(name, await uploaded_documents(upload))
+        try:
+            body = DocumentsIn.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from None
         if not body.documents and not body.urls:
             raise HTTPException(422, "send documents and/or urls")
         allow_private = request.app.state.settings.allow_private_urls
@@ -659,14 +683,18 @@ def register_routes(app: FastAPI) -> None:
 
     @app.post("/kb/{name}/files")
     async def upload_file(name: str, file: UploadFile, owner: Owner) -> dict[str, Any]:
+        """The same as a multipart POST to ``/kb/{name}/documents``."""
         validate_kb_name(name)
+        return await ingest(name, await uploaded_documents(file))
+
+    async def uploaded_documents(file: StarletteUploadFile) -> list[SourceDocument]:
         suffix = Path(file.filename or "upload.txt").suffix
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / f"{Path(file.filename or 'upload').stem}{suffix}"
             path.write_bytes(await file.read())
             documents = await asyncio.to_thread(load_path, path)
         # Ids from the upload's name, not the temporary path, so re-uploading is idempotent.
-        documents = [
+        return [
             SourceDocument(
                 doc.doc_id if suffix == ".jsonl" else f"upload:{file.filename}",
                 doc.text,
@@ -674,7 +702,6 @@ def register_routes(app: FastAPI) -> None:
             )
             for doc in documents
         ]
-        return await ingest(name, documents)
 
     async def ingest(name: str, documents: list[SourceDocument]) -> dict[str, Any]:
         kb = await asyncio.to_thread(get_knowledge_base, name)

@@ -223,8 +223,13 @@ async def test_knowledge_base_routes(base_url):
         )
         assert again.json()["added_documents"] == 0
         uploaded = await http.post(
+            "/kb/notes/documents", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
+        )
+        assert uploaded.status_code == 200, uploaded.text
+        again = await http.post(
             "/kb/notes/files", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
         )
+        assert again.json()["unchanged_documents"] == 1, "re-uploading adds nothing"
         assert uploaded.status_code == 200 and uploaded.json()["added_documents"] == 1
         summary = (await http.get("/kb/notes")).json()
         assert summary == {"name": "notes", "documents": 2, "chunks": 2}
