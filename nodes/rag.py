@@ -150,7 +150,9 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     context = context_of(runtime)
     question = original_question(state)
     kb = await knowledge_base(context)
-    closest = await asyncio.to_thread(kb.search, question, context.top_k, context.retrieval_mode)
+    closest = await asyncio.to_thread(
+        kb.search, question, context.top_k, context.retrieval_mode, context.conditions
+    )
     with metered() as meter:
         judge = await judge_for(context)
         decision = await judge.needs_retrieval(question, closest)
@@ -167,7 +169,7 @@ async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     context = context_of(runtime)
     kb = await knowledge_base(context)
     documents = await asyncio.to_thread(
-        kb.search, state["question"], context.top_k, context.retrieval_mode
+        kb.search, state["question"], context.top_k, context.retrieval_mode, context.conditions
     )
     emit(runtime, {"node": "retrieve", "query": state["question"], "hits": len(documents)})
     return {
@@ -283,7 +285,7 @@ async def finish(state: RAGState) -> dict[str, Any]:
 
 def give_up_reason(state: RAGState, context: Context) -> str:
     if not state.get("documents"):
-        return "empty_knowledge_base"
+        return "no_matching_documents" if context.filters else "empty_knowledge_base"
     if state.get("crag_action") and not state.get("knowledge_strips"):
         return "no_relevant_knowledge"
     if state.get("grounding") == "none" and (

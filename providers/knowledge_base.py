@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +25,7 @@ from langchain_core.embeddings import Embeddings
 
 from providers.bm25 import BM25Index, reciprocal_rank_fusion
 from providers.embeddings import get_embeddings
+from providers.filters import Condition, chroma_where, post_filter
 from providers.settings import get_settings
 from providers.text import split_into_chunks
 
@@ -182,27 +183,43 @@ class KnowledgeBase:
                 hashes[meta["doc_id"]] = meta["content_hash"]
         return hashes
 
-    def search(self, query: str, k: int = 4, mode: RetrievalMode = "vector") -> list[Document]:
+    def search(
+        self,
+        query: str,
+        k: int = 4,
+        mode: RetrievalMode = "vector",
+        filters: Sequence[Condition] = (),
+    ) -> list[Document]:
         """The ``k`` best chunks for ``query`` by vector similarity, BM25, or both fused by
-        reciprocal rank (``hybrid``). ``metadata['score']`` is always the cosine similarity."""
+        reciprocal rank (``hybrid``), among chunks whose metadata passes ``filters``.
+        ``metadata['score']`` is always the cosine similarity."""
         if self.count() == 0:
             return []
         if mode not in ("vector", "bm25", "hybrid"):
             raise KnowledgeBaseError(f"unknown retrieval mode {mode!r}: vector, bm25 or hybrid")
         vector = self.embeddings.embed_query(query)
+        where = chroma_where(list(filters))
+        # Conditions Chroma cannot evaluate are applied afterwards, on an over-fetched list.
+        afterwards = post_filter(list(filters)) if mode == "vector" else list(filters)
+        depth = k * (5 if afterwards else 1) * (4 if mode == "hybrid" else 1)
         if mode == "vector":
-            return self._vector_search(vector, k)
-        depth = k if mode == "bm25" else 4 * k
-        lexical = [chunk_id for chunk_id, _ in self.bm25.search(query, depth)]
-        if mode == "bm25":
-            return self._fetch(lexical, vector)
-        dense = [str(doc.id) for doc in self._vector_search(vector, depth)]
-        return self._fetch(reciprocal_rank_fusion([dense, lexical], k), vector)
+            found = self._vector_search(vector, depth, where)
+        else:
+            lexical = [chunk_id for chunk_id, _ in self.bm25.search(query, max(depth, 5 * k))]
+            if mode == "hybrid":
+                dense = [str(doc.id) for doc in self._vector_search(vector, depth, where)]
+                lexical = reciprocal_rank_fusion([dense, lexical], len(dense) + len(lexical))
+            found = self._fetch(lexical, vector)
+        kept = [doc for doc in found if all(c.matches(doc.metadata) for c in afterwards)]
+        return kept[:k]
 
-    def _vector_search(self, vector: list[float], k: int) -> list[Document]:
+    def _vector_search(
+        self, vector: list[float], k: int, where: dict[str, Any] | None = None
+    ) -> list[Document]:
         result = self._collection.query(
             query_embeddings=[vector],
             n_results=min(k, self.count()),
+            where=where,
             include=["documents", "metadatas", "distances"],
         )
         return [

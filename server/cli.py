@@ -42,9 +42,22 @@ def _context(args: argparse.Namespace) -> Any:
         if value is not None:
             overrides[name] = value
     try:
+        if getattr(args, "filter", None):
+            overrides["filters"] = merge_filter_expressions(args.filter)
         return Context.from_overrides(overrides)
     except (TypeError, ValueError) as exc:
         raise CLIError(str(exc)) from None
+
+
+def merge_filter_expressions(expressions: list[str]) -> dict[str, Any]:
+    """``--filter`` flags as one filter mapping; conditions on one key combine (AND)."""
+    from providers.filters import parse_expression
+
+    merged: dict[str, dict[str, Any]] = {}
+    for expression in expressions:
+        for key, condition in parse_expression(expression).items():
+            merged.setdefault(key, {}).update(condition)
+    return merged
 
 
 def _print_result(result: Any) -> None:
@@ -215,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--top-k", type=int)
     ask.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
+    ask.add_argument(
+        "--filter",
+        action="append",
+        metavar="EXPR",
+        help="metadata filter, repeatable: lang=zh, 'year>=2020', 'source in a,b'",
+    )
     ask.add_argument("--max-query-rewrites", type=int)
     ask.add_argument("--max-regenerations", type=int)
     ask.add_argument("--judge-backend", choices=["local", "llm"])

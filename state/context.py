@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from providers.filters import Condition, parse_filters
 from providers.settings import get_settings
 
 
@@ -23,6 +24,13 @@ class Context:
     retrieval_mode: Literal["vector", "bm25", "hybrid"] = field(
         default="vector",
         metadata={"description": "vector, BM25, or both fused by reciprocal rank (hybrid)."},
+    )
+    filters: dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "description": "Metadata filters, ANDed: {'lang': 'zh'}, {'source': ['a', 'b']}, "
+            "{'year': {'>=': 2020}}; operators = > >= < <= in not_in contains."
+        },
     )
     max_query_rewrites: int = field(
         default=3, metadata={"description": "Query rewrites before giving up on retrieval."}
@@ -77,6 +85,7 @@ class Context:
         self.judge_backend = self.judge_backend or settings.judge_backend
         self.generator_backend = self.generator_backend or settings.generator_backend
         self.search_provider = self.search_provider or settings.search_provider
+        parse_filters(self.filters)  # raises FilterError (a ValueError) with the reason
         if self.retrieval_mode not in ("vector", "bm25", "hybrid"):
             raise ValueError("retrieval_mode must be vector, bm25 or hybrid")
         for name in ("top_k", "max_context_docs"):
@@ -91,6 +100,10 @@ class Context:
                 raise ValueError(f"{name} must be between 0 and 1")
         if None not in (self.crag_upper, self.crag_lower) and self.crag_lower > self.crag_upper:
             raise ValueError("crag_lower must not exceed crag_upper")
+
+    @property
+    def conditions(self) -> list[Condition]:
+        return parse_filters(self.filters)
 
     @classmethod
     def from_overrides(cls, overrides: dict[str, Any] | None) -> Context:

@@ -18,6 +18,7 @@ StopReason = Literal[
     "max_generation_attempts",
     "empty_knowledge_base",
     "no_relevant_knowledge",
+    "no_matching_documents",
 ]
 CragAction = Literal["correct", "incorrect", "ambiguous"]
 Grounding = Literal["fully", "partially", "none"]

@@ -278,6 +278,17 @@ async def test_knowledge_base_routes(base_url):
         ),
         (
             "post",
+            "/runs/wait",
+            {
+                "assistant_id": "naive",
+                "input": QUESTION,
+                "context": {"filters": {"lang": {"like": "zh"}}},
+            },
+            422,
+            "unknown filter operator",
+        ),
+        (
+            "post",
             "/threads/00000000-0000-0000-0000-000000000000/runs/wait",
             {"assistant_id": "naive", "input": QUESTION},
             404,
