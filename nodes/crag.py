@@ -9,9 +9,8 @@ ones, keep the best ``n``; every strip keeps its source document's id and origin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
@@ -19,16 +18,12 @@ from langgraph.runtime import Runtime
 from nodes.judges.usage import metered
 from nodes.rag import context_of, emit, judge_for, original_question, step
 from providers.search import SearchError, get_search_provider, search_with_timeout
-from providers.text import split_sentences
-from state import Context, DocGrade, RAGState
+from providers.text import is_chinese, split_sentences, word_count, word_spans
+from state import Context, CragAction, DocGrade, RAGState
 
-CragAction = Literal["correct", "incorrect", "ambiguous"]
 WINDOW_WORDS = 50
 SENTENCES_PER_STRIP = 3
 MIN_STRIP_WORDS = 4
-_UNIT_RE = re.compile(
-    r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
-)
 
 
 def crag_action(
@@ -49,24 +44,19 @@ def crag_action(
     return "ambiguous" if max(scores) >= lower else "incorrect"
 
 
-def word_count(text: str) -> int:
-    """Words, counting each Chinese character as one."""
-    return len(_UNIT_RE.findall(text))
-
-
 def decompose(text: str, mode: str) -> list[str]:
     """Split a passage into strips: ~50-word windows, 3-sentence groups, or the passage."""
     if mode == "passage":
         strips = [text.strip()]
     elif mode == "window":
-        units = list(_UNIT_RE.finditer(text))
+        spans = word_spans(text)
         strips = [
-            text[units[i].start() : units[min(i + WINDOW_WORDS, len(units)) - 1].end()]
-            for i in range(0, len(units), WINDOW_WORDS)
+            text[spans[i][0] : spans[min(i + WINDOW_WORDS, len(spans)) - 1][1]]
+            for i in range(0, len(spans), WINDOW_WORDS)
         ]
     else:
         sentences = split_sentences(text)
-        joiner = "" if any("\u4e00" <= ch <= "\u9fff" for ch in text[:50]) else " "
+        joiner = "" if is_chinese(text) else " "
         strips = [
             joiner.join(sentences[i : i + SENTENCES_PER_STRIP])
             for i in range(0, len(sentences), SENTENCES_PER_STRIP)

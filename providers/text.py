@@ -22,6 +22,8 @@ jieba.setLogLevel(logging.WARNING)
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 _CJK_RUN_RE = re.compile(f"[{_CJK}]+")
+# A "word" for length limits: an English-style token, or one Chinese character.
+_WORD_UNIT_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Split after sentence punctuation; Chinese punctuation needs no following space.
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])|(?<=[。！？；])")
@@ -98,6 +100,15 @@ def split_sentences(text: str) -> list[str]:
     for line in text.splitlines():
         sentences.extend(part.strip() for part in _SENTENCE_END_RE.split(line) if part.strip())
     return sentences
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each word, counting every Chinese character as one word."""
+    return [match.span() for match in _WORD_UNIT_RE.finditer(text)]
+
+
+def word_count(text: str) -> int:
+    return len(word_spans(text))
 
 
 def is_chinese(text: str) -> bool:

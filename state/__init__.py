@@ -3,7 +3,9 @@
 from state.context import Context
 from state.schema import (
     RESET,
+    CragAction,
     DocGrade,
+    Grounding,
     InputState,
     RAGState,
     Source,
@@ -18,7 +20,9 @@ from state.schema import (
 __all__ = [
     "RESET",
     "Context",
+    "CragAction",
     "DocGrade",
+    "Grounding",
     "InputState",
     "RAGState",
     "Source",

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 
 from graphs.crag import graph as crag_graph
 from graphs.self_crag import graph as self_crag_graph
-from nodes.crag import crag_action, decompose, word_count
+from nodes.crag import crag_action, decompose
 from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from nodes.judges.base import (
     Answer,
@@ -24,6 +24,7 @@ from nodes.judges.base import (
 from providers.knowledge_base import SourceDocument, get_knowledge_base
 from providers.search import SearchError
 from providers.settings import get_settings
+from providers.text import word_count
 from state import Context
 
 

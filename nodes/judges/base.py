@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 
 from langchain_core.documents import Document
 
-Grounding = Literal["fully", "partially", "none"]
+from state import Grounding
 
 
 class JudgeConfigurationError(ValueError):
