@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.fixture import load_qa
-from nodes.judges.local import document_text, rescale_cosine
+from nodes.judges.local import document_text
+from providers.embeddings import rescale_cosine
 from providers.knowledge_base import open_knowledge_base
 from providers.loaders import load_jsonl
 from providers.text import coverage, term_set, terms

