@@ -62,3 +62,46 @@ Question: {question}"""
 JSON_FALLBACK_SUFFIX = """
 
 Reply with a single JSON object with the fields {fields} and nothing else."""
+
+COMPLEXITY_PROMPT = """Classify how much retrieval a question needs:
+- "no_retrieval": small talk, arithmetic, coding tasks or general knowledge;
+- "single_step": one lookup in a knowledge base answers it;
+- "multi_step": it needs several lookups, e.g. it compares two things or first needs an \
+intermediate fact ("the director of the film that ...").
+Also say whether it is ambiguous: it points at something ("this API", "it", "这个") that neither \
+the question nor the earlier questions name. If so, write one short clarifying question in the \
+question's language.
+
+Earlier questions in this conversation: {history}
+
+Question: {question}"""
+
+ROUND_ASSESSMENT_PROMPT = """You assess one round of iterative retrieval for a question. \
+Score relevance (0-10: how relevant this round's documents are), completeness (1-10: how \
+completely all gathered context answers the question), quality (0-10: how good the draft \
+answer is), and list in "missing" the facts or names still missing, as search terms.
+
+This round's documents:
+{round_documents}
+
+All gathered context:
+{context}
+
+Draft answer: {draft}
+
+Question: {question}"""
+
+NEXT_QUERY_PROMPTS = {
+    "alternative": """The last search found little that is relevant. Write a different \
+search query for the same question: other words, other angle. Still missing: {missing}. \
+Reply with the query only, in the question's language.
+
+Question: {question}""",
+    "expanded": """The draft answer is incomplete. Write the next search query: follow the \
+names and facts the draft found towards what is still missing ({missing}). Reply with the \
+query only, in the question's language.
+
+Draft: {draft}
+
+Question: {question}""",
+}

@@ -7,6 +7,7 @@ returns a partial update that always includes one ``steps`` entry describing its
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any
 
 from langchain_core.documents import Document
@@ -18,7 +19,7 @@ from providers.knowledge_base import KnowledgeBase, get_knowledge_base
 from providers.loaders import ensure_sample_kb
 from providers.settings import get_settings
 from providers.text import is_chinese
-from state import RESET, Context, DocGrade, RAGState, Source, Step
+from state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
 
 NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
@@ -108,6 +109,11 @@ def generation_context(state: RAGState, context: Context) -> list[Document]:
     """CRAG's refined strips; else relevant graded documents; else the last retrieval (naive)."""
     if state.get("knowledge_strips"):
         return list(state["knowledge_strips"])
+    if state.get("rounds"):
+        # Iterative retrieval answers from every round's relevant chunks, in round order.
+        by_id = {doc.id: doc for doc in state.get("documents") or []}
+        wanted = dict.fromkeys(i for r in state["rounds"] for i in r["relevant_ids"])
+        return [by_id[i] for i in wanted if i in by_id]
     if state.get("doc_grades"):
         return graded_documents(state)[: context.max_context_docs]
     wanted = state.get("last_retrieved_ids") or []
@@ -120,7 +126,12 @@ async def prepare(state: RAGState) -> dict[str, Any]:
     question = state["question"].strip()
     if not question:
         raise ValueError("the question is empty")
+    previous = state.get("original_question")
+    # Written only when there is something to add, so a subgraph's own prepare (which sees
+    # no earlier question) never wipes the thread's history.
+    history = {"history": [*(state.get("history") or []), previous][-5:]} if previous else {}
     return {
+        **history,
         "question": question,
         "original_question": question,
         "needs_retrieval": True,
@@ -140,6 +151,12 @@ async def prepare(state: RAGState) -> dict[str, Any]:
         "web_searches": 0,
         "knowledge_strips": [],
         "stop_reason": None,
+        "complexity": None,
+        "route": None,
+        "clarifications": 0,
+        "rounds": RESET,
+        "reading": RESET,
+        "skip_rate": None,
         "steps": RESET,
         "usage": RESET,
     }
@@ -149,10 +166,7 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     """Ask the router judge whether the question needs the knowledge base at all."""
     context = context_of(runtime)
     question = original_question(state)
-    kb = await knowledge_base(context)
-    closest = await asyncio.to_thread(
-        kb.search, question, context.top_k, context.retrieval_mode, context.conditions
-    )
+    closest = await search_chunks(context, question, context.top_k)
     with metered() as meter:
         judge = await judge_for(context)
         decision = await judge.needs_retrieval(question, closest)
@@ -164,50 +178,112 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
     }
 
 
-async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Fetch the ``top_k`` chunks most similar to the current query."""
-    context = context_of(runtime)
+async def search_chunks(
+    context: Context, query: str, k: int, exclude: Collection[str] = ()
+) -> list[Document]:
+    """The run's retrieval settings (mode, fusion, filters) applied to one query."""
     kb = await knowledge_base(context)
-    documents = await asyncio.to_thread(
-        kb.search, state["question"], context.top_k, context.retrieval_mode, context.conditions
+    return await asyncio.to_thread(
+        kb.search, query, k, context.retrieval_mode, context.conditions, context.fusion, exclude
     )
-    emit(runtime, {"node": "retrieve", "query": state["question"], "hits": len(documents)})
+
+
+async def skip_reading(
+    state: RAGState, context: Context, candidates: list[Document], against: str
+) -> tuple[list[Document], dict[str, Any]]:
+    """Rerank ``initial_k`` candidates with the relevance judge and read only those above the
+    bar (up to ``top_k``; at least the best one, so the run still has evidence to judge)."""
+    with metered() as meter:
+        judge = await judge_for(context)
+        grades = await judge.grade_documents(against, candidates)
+    bar = judge.relevance_threshold if context.read_threshold is None else context.read_threshold
+    ranked = sorted(zip(candidates, grades, strict=True), key=lambda pair: -pair[1].score)
+    read = [pair for pair in ranked if pair[1].score >= bar][: context.top_k] or ranked[:1]
+    read_ids = {doc.id for doc, _ in read}
+    reading = Reading(
+        query=against,
+        read={str(doc.id): grade.score for doc, grade in read},
+        skipped={str(doc.id): grade.score for doc, grade in ranked if doc.id not in read_ids},
+    )
+    readings = [*(state.get("reading") or []), reading]
+    skipped = sum(len(r["skipped"]) for r in readings)
+    total = skipped + sum(len(r["read"]) for r in readings)
+    update = {
+        "reading": [reading],
+        "skip_rate": round(skipped / total, 4),
+        "doc_grades": {
+            str(doc.id): DocGrade(score=grade.score, relevant=grade.relevant, query=against)
+            for doc, grade in read
+        },
+        "usage": meter.counts,
+    }
+    return [doc for doc, _ in read], update
+
+
+async def _retrieve(
+    state: RAGState, runtime: Runtime[Context], node: str, against: str, new_only: bool
+) -> dict[str, Any]:
+    context = context_of(runtime)
+    query = state["question"]
+    seen = {str(doc.id) for doc in state.get("documents") or []} if new_only else set()
+    k = context.initial_k or context.top_k
+    documents = await search_chunks(context, query, k, seen)
+    update: dict[str, Any] = {}
+    summary = f"{len(documents)} chunks for {query!r}"
+    progress = {"node": node, "query": query, "candidates": len(documents)}
+    if context.initial_k and documents:
+        documents, update = await skip_reading(state, context, documents, against)
+        summary = f"read {len(documents)} of {progress['candidates']} candidates for {query!r}"
+    emit(runtime, {**progress, "hits": len(documents)})
     return {
+        **update,
         "original_question": original_question(state),
         "documents": documents,
         "last_retrieved_ids": [str(doc.id) for doc in documents],
         "retrieval_attempts": state.get("retrieval_attempts", 0) + 1,
-        "steps": step("retrieve", f"{len(documents)} chunks for {state['question']!r}"),
+        "steps": step(node, summary),
+    }
+
+
+async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Fetch the ``top_k`` chunks best matching the current query (with skip reading, the
+    best of ``initial_k`` candidates by the relevance judge)."""
+    return await _retrieve(state, runtime, "retrieve", original_question(state), new_only=False)
+
+
+async def _grade(
+    state: RAGState, runtime: Runtime[Context], node: str, against: str
+) -> dict[str, Any]:
+    context = context_of(runtime)
+    wanted = set(state.get("last_retrieved_ids") or [])
+    known = state.get("doc_grades") or {}
+    retrieved = [doc for doc in state.get("documents") or [] if doc.id in wanted]
+    # Skip reading (or an earlier round) may already have graded a chunk for this query.
+    documents = [
+        doc for doc in retrieved if doc.id not in known or known[doc.id]["query"] != against
+    ]
+    with metered() as meter:
+        judge = await judge_for(context)
+        grades = await judge.grade_documents(against, documents) if documents else []
+    update: dict[str, DocGrade] = {}
+    for doc, grade in zip(documents, grades, strict=True):
+        update[str(doc.id)] = DocGrade(score=grade.score, relevant=grade.relevant, query=against)
+        emit(
+            runtime,
+            {"node": node, "id": doc.id, "score": grade.score, "relevant": grade.relevant},
+        )
+    merged = {**known, **update}
+    relevant = sum(merged[doc.id]["relevant"] for doc in retrieved)
+    return {
+        "doc_grades": update,
+        "steps": step(node, f"{relevant}/{len(retrieved)} relevant"),
+        "usage": meter.counts,
     }
 
 
 async def grade_documents(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Grade the chunks just retrieved against the user's question, in one batch."""
-    context = context_of(runtime)
-    question = original_question(state)
-    wanted = set(state.get("last_retrieved_ids") or [])
-    documents = [doc for doc in state.get("documents") or [] if doc.id in wanted]
-    with metered() as meter:
-        judge = await judge_for(context)
-        grades = await judge.grade_documents(question, documents)
-    update: dict[str, DocGrade] = {}
-    for doc, grade in zip(documents, grades, strict=True):
-        update[str(doc.id)] = DocGrade(score=grade.score, relevant=grade.relevant, query=question)
-        emit(
-            runtime,
-            {
-                "node": "grade_documents",
-                "id": doc.id,
-                "score": grade.score,
-                "relevant": grade.relevant,
-            },
-        )
-    relevant = sum(grade.relevant for grade in grades)
-    return {
-        "doc_grades": update,
-        "steps": step("grade_documents", f"{relevant}/{len(documents)} relevant"),
-        "usage": meter.counts,
-    }
+    return await _grade(state, runtime, "grade_documents", original_question(state))
 
 
 async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:

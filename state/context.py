@@ -22,8 +22,12 @@ class Context:
     )
     top_k: int = field(default=4, metadata={"description": "Chunks retrieved per query."})
     retrieval_mode: Literal["vector", "bm25", "hybrid"] = field(
-        default="vector",
-        metadata={"description": "vector, BM25, or both fused by reciprocal rank (hybrid)."},
+        default="hybrid",
+        metadata={"description": "vector, BM25, or both fused (hybrid)."},
+    )
+    fusion: Literal["score", "rrf"] = field(
+        default="score",
+        metadata={"description": "Hybrid: weighted scores, or reciprocal rank fusion."},
     )
     filters: dict[str, Any] | None = field(
         default=None,
@@ -74,6 +78,37 @@ class Context:
     search_provider: Literal["local", "tavily", "duckduckgo", "searxng", ""] = field(
         default="", metadata={"description": "Web search backend (default: settings)."}
     )
+    initial_k: int = field(
+        default=0,
+        metadata={
+            "description": "Skip reading: fetch this many candidates, rerank them with the "
+            "relevance judge and read up to top_k above read_threshold (0: off)."
+        },
+    )
+    read_threshold: float | None = field(
+        default=None,
+        metadata={"description": "Skip reading's bar (default: the relevance threshold)."},
+    )
+    max_rounds: int = field(
+        default=3, metadata={"description": "Iterative: retrieval rounds at most."}
+    )
+    iterative_stop: Literal["completeness", "fixed"] = field(
+        default="completeness",
+        metadata={
+            "description": "Iterative: stop when completeness reaches the threshold, or "
+            "always run max_rounds."
+        },
+    )
+    completeness_threshold: int = field(
+        default=8, metadata={"description": "Iterative: completeness (1-10) that ends the loop."}
+    )
+    ask_back: bool = field(
+        default=True,
+        metadata={
+            "description": "Adaptive: ask the user (interrupt) when a question is ambiguous; "
+            "off, the run ends with stop_reason needs_clarification."
+        },
+    )
     relevance_threshold: float | None = field(
         default=None,
         metadata={"description": "Override the judge's calibrated relevance threshold (0-1)."},
@@ -88,13 +123,21 @@ class Context:
         parse_filters(self.filters)  # raises FilterError (a ValueError) with the reason
         if self.retrieval_mode not in ("vector", "bm25", "hybrid"):
             raise ValueError("retrieval_mode must be vector, bm25 or hybrid")
-        for name in ("top_k", "max_context_docs"):
+        if self.fusion not in ("score", "rrf"):
+            raise ValueError("fusion must be score or rrf")
+        if self.iterative_stop not in ("completeness", "fixed"):
+            raise ValueError("iterative_stop must be completeness or fixed")
+        if not 1 <= self.completeness_threshold <= 10:
+            raise ValueError("completeness_threshold must be between 1 and 10")
+        if self.initial_k and self.initial_k < self.top_k:
+            raise ValueError("initial_k must be 0 (off) or at least top_k")
+        for name in ("top_k", "max_context_docs", "max_rounds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("max_query_rewrites", "max_regenerations", "max_web_searches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
-        for name in ("relevance_threshold", "crag_upper", "crag_lower"):
+        for name in ("relevance_threshold", "read_threshold", "crag_upper", "crag_lower"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 raise ValueError(f"{name} must be between 0 and 1")

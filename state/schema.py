@@ -6,10 +6,12 @@ ends in a terminal node with a ``stop_reason`` rather than hitting LangGraph's r
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from langchain_core.documents import Document
 from typing_extensions import TypedDict
+
+T = TypeVar("T")
 
 StopReason = Literal[
     "answered",
@@ -19,9 +21,13 @@ StopReason = Literal[
     "empty_knowledge_base",
     "no_relevant_knowledge",
     "no_matching_documents",
+    "needs_clarification",
 ]
 CragAction = Literal["correct", "incorrect", "ambiguous"]
 Grounding = Literal["fully", "partially", "none"]
+Complexity = Literal["no_retrieval", "single_step", "multi_step"]
+"""Adaptive-RAG's levels A, B and C."""
+QueryKind = Literal["question", "alternative", "expanded"]
 
 
 class DocGrade(TypedDict):
@@ -47,6 +53,43 @@ class Step(TypedDict):
 
     node: str
     summary: str
+
+
+class ComplexityInfo(TypedDict):
+    """The complexity classifier's verdict, with the features it was based on."""
+
+    level: Complexity
+    ambiguous: bool
+    clarifying_question: str
+    features: dict[str, Any]
+    reason: str
+
+
+class Round(TypedDict):
+    """One round of iterative retrieval: what was asked, found, drafted and how it scored."""
+
+    round: int
+    query: str
+    query_kind: QueryKind
+    retrieved_ids: list[str]
+    relevant_ids: list[str]
+    draft: str
+    relevance: int
+    """0-10: how relevant this round's documents are."""
+    completeness: int
+    """1-10: how completely the gathered context answers the question."""
+    quality: int
+    """0-10: how good the draft is as an answer."""
+    missing: list[str]
+    """Question terms the gathered context does not cover."""
+
+
+class Reading(TypedDict):
+    """Skip reading for one retrieval: candidates read (kept) and skipped, with their scores."""
+
+    query: str
+    read: dict[str, float]
+    skipped: dict[str, float]
 
 
 RESET = "delete"
@@ -86,10 +129,8 @@ def sum_counts(
     return total
 
 
-def append_steps(
-    existing: list[Step] | None, new: list[Step] | Literal["delete"] | None
-) -> list[Step]:
-    """The run's trace grows by each node's steps."""
+def append_items(existing: list[T] | None, new: list[T] | Literal["delete"] | None) -> list[T]:
+    """Logs that grow by each node's entries (steps, rounds, readings)."""
     if new == RESET:
         return []
     return [*(existing or []), *(new or [])]
@@ -129,6 +170,18 @@ class RAGState(TypedDict, total=False):
     knowledge_strips: list[Document]
     """Refined context: the best strips of the kept documents, each tagged with its source."""
     stop_reason: StopReason
-    steps: Annotated[list[Step], append_steps]
+    history: list[str]
+    """Earlier questions of this thread, newest last: what "this" or "it" can refer to."""
+    complexity: ComplexityInfo
+    route: Complexity
+    """Where the adaptive strategy sent the question."""
+    clarifications: int
+    rounds: Annotated[list[Round], append_items]
+    """Iterative retrieval's rounds, in order."""
+    reading: Annotated[list[Reading], append_items]
+    """Skip reading's decisions, one entry per retrieval."""
+    skip_rate: float
+    """Share of all candidates so far that skip reading did not read."""
+    steps: Annotated[list[Step], append_items]
     usage: Annotated[dict[str, int], sum_counts]
     """Calls per backend and role (``llm.grader``, ``local.generator``) and token counts."""

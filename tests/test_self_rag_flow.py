@@ -39,12 +39,14 @@ def flow_kb():
     return kb
 
 
-def script(monkeypatch, grader_replies: list[str], generator_replies: list[str]) -> Context:
+def script(
+    monkeypatch, grader_replies: list[str], generator_replies: list[str], top_k: int = 2
+) -> Context:
     grader = GenericFakeChatModel(messages=iter([AIMessage(r) for r in grader_replies]))
     generator = GenericFakeChatModel(messages=iter([AIMessage(r) for r in generator_replies]))
     monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda ctx: LLMJudge(grader))
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: LLMGenerator(generator))
-    return Context(kb="flow", top_k=2, judge_backend="fake", generator_backend="fake")
+    return Context(kb="flow", top_k=top_k, judge_backend="fake", generator_backend="fake")
 
 
 def nodes(state) -> list[str]:
@@ -72,8 +74,9 @@ async def test_happy_path_answers(flow_kb, monkeypatch):
 async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb, monkeypatch):
     context = script(
         monkeypatch,
-        [ROUTE_YES, NO, NO, "Tesla death date", YES, YES, FULLY, YES],
+        [ROUTE_YES, NO, "Thomas Edison General Electric", YES, FULLY, YES],
         ["1943 [1]"],
+        top_k=1,
     )
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert nodes(state)[:5] == [
@@ -83,10 +86,21 @@ async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb
         "transform_query",
         "retrieve",
     ]
-    assert state["question"] == "Tesla death date"
+    assert state["question"] == "Thomas Edison General Electric"
     assert state["original_question"] == "When did Tesla die?"
     assert state["query_rewrites"] == 1 and state["retrieval_attempts"] == 2
     assert state["stop_reason"] == "answered"
+
+
+async def test_chunks_retrieved_again_are_not_graded_again(flow_kb, monkeypatch):
+    # The rewrite finds the same chunk: its grade for this question is reused, not re-asked,
+    # so the script needs exactly one grader reply per distinct chunk.
+    context = script(monkeypatch, [ROUTE_YES, NO, "Tesla death", "Tesla died"], [], top_k=1)
+    context.max_query_rewrites = 2
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state).count("retrieve") == 3
+    assert state["usage"]["llm.grader"] == 1
+    assert state["stop_reason"] == "max_retrieval_attempts"
 
 
 async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
@@ -102,8 +116,10 @@ async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
 async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeypatch):
     context = script(
         monkeypatch,
-        [ROUTE_YES, YES, YES, FULLY, NO, "Tesla 1943", YES, YES, FULLY, YES],
+        # All three chunks come back after the rewrite, graded already: no grader replies.
+        [ROUTE_YES, YES, YES, YES, FULLY, NO, "Tesla 1943", FULLY, YES],
         ["Tesla lived in New York [1].", "He died in 1943 [1]."],
+        top_k=3,
     )
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     sequence = nodes(state)
@@ -112,10 +128,8 @@ async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeyp
 
 
 async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
-    grader = [ROUTE_YES, NO, NO]
-    for n in range(3):
-        grader += [f"rewrite {n}", NO, NO]
-    context = script(monkeypatch, grader, [])
+    grader = [ROUTE_YES, NO, NO, NO] + [f"rewrite {n}" for n in range(3)]
+    context = script(monkeypatch, grader, [], top_k=3)
     state = await self_rag_graph.ainvoke(
         {"question": "Who won the 1998 World Cup?"}, context=context
     )

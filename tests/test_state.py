@@ -2,7 +2,7 @@
 
 from langchain_core.documents import Document
 
-from state import RESET, Context, append_steps, merge_documents, merge_grades, sum_counts
+from state import RESET, Context, append_items, merge_documents, merge_grades, sum_counts
 
 
 def doc(doc_id: str, text: str = "x") -> Document:
@@ -35,10 +35,10 @@ def test_sum_counts_adds_per_key():
     assert sum_counts({"x": 1}, RESET) == {}
 
 
-def test_append_steps_grows_and_resets():
+def test_append_items_grows_and_resets():
     one = [{"node": "retrieve", "summary": "4 chunks"}]
-    assert append_steps(one, one) == one + one
-    assert append_steps(one, RESET) == []
+    assert append_items(one, one) == one + one
+    assert append_items(one, RESET) == []
 
 
 def test_context_rejects_unknown_fields_and_bad_limits():

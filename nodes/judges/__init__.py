@@ -10,12 +10,14 @@ from typing import Any
 
 from nodes.judges.base import (
     Answer,
+    ComplexityVerdict,
     Generator,
     GroundingGrade,
     Judge,
     JudgeConfigurationError,
     RelevanceGrade,
     RetrievalDecision,
+    RoundAssessment,
     UsefulnessGrade,
 )
 from state import Context
@@ -76,11 +78,13 @@ __all__ = [
     "GENERATOR_BACKENDS",
     "JUDGE_BACKENDS",
     "Answer",
+    "ComplexityVerdict",
     "Generator",
     "GroundingGrade",
     "Judge",
     "RelevanceGrade",
     "RetrievalDecision",
+    "RoundAssessment",
     "UsefulnessGrade",
     "get_generator",
     "get_judge",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from langchain_core.documents import Document
 
-from state import Grounding
+from state import Complexity, Grounding, QueryKind
 
 
 class JudgeConfigurationError(ValueError):
@@ -43,6 +43,30 @@ class UsefulnessGrade:
     useful: bool
     score: float
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class ComplexityVerdict:
+    level: Complexity
+    reason: str
+    features: dict[str, Any] = field(default_factory=dict)
+    ambiguous: bool = False
+    clarifying_question: str = ""
+    """Asked back when ``ambiguous``: what the user has to name."""
+
+
+@dataclass(frozen=True)
+class RoundAssessment:
+    """Iterative retrieval's scores for one round."""
+
+    relevance: int
+    """0-10: this round's documents against the question."""
+    completeness: int
+    """1-10: does everything gathered so far answer the question?"""
+    quality: int
+    """0-10: the draft answer."""
+    missing: list[str] = field(default_factory=list)
+    """What the context still lacks, as search terms."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +109,28 @@ class Judge(Protocol):
 
     async def search_query(self, question: str) -> str:
         """At most three keywords for a web search."""
+        ...
+
+    async def classify_complexity(
+        self, question: str, history: Sequence[str] = ()
+    ) -> ComplexityVerdict:
+        """Adaptive-RAG's level; ``history`` (earlier questions) can resolve "this"/"it"."""
+        ...
+
+    async def assess_round(
+        self,
+        question: str,
+        draft: str,
+        round_documents: Sequence[Document],
+        context: Sequence[Document],
+    ) -> RoundAssessment:
+        """Score a round: its documents, all gathered ``context``, and the draft."""
+        ...
+
+    async def next_query(
+        self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]
+    ) -> str:
+        """The next round's query: ``alternative`` rephrases, ``expanded`` follows the draft."""
         ...
 
 

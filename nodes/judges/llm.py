@@ -23,13 +23,17 @@ from pydantic import BaseModel, Field, ValidationError
 from nodes import prompts
 from nodes.judges.base import (
     Answer,
+    ComplexityVerdict,
     GroundingGrade,
     RelevanceGrade,
     RetrievalDecision,
+    RoundAssessment,
     UsefulnessGrade,
 )
+from nodes.judges.rules import complexity_features
 from nodes.judges.usage import record
 from providers.text import count_tokens
+from state import QueryKind
 
 NOSTREAM = {"tags": ["nostream"]}
 _PARSE_ERRORS = (
@@ -67,6 +71,26 @@ class RetrievalVerdict(BaseModel):
     reason: str = Field(default="", description="one short sentence")
 
 
+class ComplexityReply(BaseModel):
+    """Adaptive-RAG's classification of a question."""
+
+    level: Literal["no_retrieval", "single_step", "multi_step"] = Field(
+        description="'no_retrieval', 'single_step' or 'multi_step'"
+    )
+    ambiguous: bool = Field(default=False, description="it points at something never named")
+    clarifying_question: str = Field(default="", description="asked back when ambiguous")
+    reason: str = Field(default="", description="one short sentence")
+
+
+class RoundReply(BaseModel):
+    """Scores of one iterative-retrieval round."""
+
+    completeness: int = Field(ge=1, le=10, description="1-10")
+    relevance: int = Field(default=5, ge=0, le=10, description="0-10")
+    quality: int = Field(default=5, ge=0, le=10, description="0-10")
+    missing: list[str] = Field(default_factory=list, description="search terms still missing")
+
+
 VerdictT = TypeVar("VerdictT", bound=BaseModel)
 
 
@@ -87,7 +111,9 @@ def parse_verdict(text: str, schema: type[VerdictT]) -> VerdictT | None:
         except (json.JSONDecodeError, ValidationError):
             continue
     field_name, field = next(iter(schema.model_fields.items()))
-    allowed = field.annotation.__args__  # the Literal's values
+    allowed = getattr(field.annotation, "__args__", ())  # a Literal's values
+    if not allowed or not all(isinstance(value, str) for value in allowed):
+        return None
     lowered = text.lower()
     positions = {
         value: m.start()
@@ -209,6 +235,56 @@ class LLMJudge:
         record(self.backend, "rewriter", *_usage(reply, prompt))
         words = _text(reply).strip().strip('"').split()
         return " ".join(words[:3]) or question
+
+    async def classify_complexity(
+        self, question: str, history: Sequence[str] = ()
+    ) -> ComplexityVerdict:
+        prompt = prompts.COMPLEXITY_PROMPT.format(
+            question=question, history=" | ".join(history) or "(none)"
+        )
+        reply = await self._verdict(prompt, ComplexityReply, "classifier")
+        features = complexity_features(question)
+        if reply is None:
+            # Single-step retrieval is the safe middle when the verdict is unreadable.
+            return ComplexityVerdict("single_step", "unparseable classifier verdict", features)
+        ambiguous = reply.ambiguous and not history and bool(reply.clarifying_question)
+        return ComplexityVerdict(
+            reply.level,
+            reply.reason or "llm classifier",
+            features,
+            ambiguous,
+            reply.clarifying_question if ambiguous else "",
+        )
+
+    async def assess_round(
+        self,
+        question: str,
+        draft: str,
+        round_documents: Sequence[Document],
+        context: Sequence[Document],
+    ) -> RoundAssessment:
+        prompt = prompts.ROUND_ASSESSMENT_PROMPT.format(
+            round_documents=_numbered(round_documents) or "(none)",
+            context=_numbered(context) or "(none)",
+            draft=draft or "(none)",
+            question=question,
+        )
+        reply = await self._verdict(prompt, RoundReply, "assessor")
+        if reply is None:
+            # Unreadable: neither stop early nor claim the round failed; the round limit ends it.
+            return RoundAssessment(5, 5, 5)
+        return RoundAssessment(reply.relevance, reply.completeness, reply.quality, reply.missing)
+
+    async def next_query(
+        self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]
+    ) -> str:
+        prompt = prompts.NEXT_QUERY_PROMPTS[kind].format(
+            question=question, draft=draft, missing=", ".join(missing) or "(unknown)"
+        )
+        reply = await self.grader.ainvoke([HumanMessage(prompt)], config=NOSTREAM)
+        record(self.backend, "rewriter", *_usage(reply, prompt))
+        query = _text(reply).strip().strip('"').strip()
+        return query.splitlines()[0] if query else question
 
 
 class LLMGenerator:

@@ -1,7 +1,7 @@
 """The local backend: every judgement from embeddings, lexical overlap and rules; no LLM.
 
 Scores combine the e5 cosine (compressed: unrelated ≈0.70-0.80, related ≈0.78-0.95, so it is
-rescaled between ``COSINE_FLOOR`` and ``COSINE_CEILING``) with the weighted share of the
+rescaled by :func:`providers.embeddings.rescale_cosine`) with the weighted share of the
 question's terms found in the text. The thresholds were calibrated on the shared rag-eval
 fixture with ``python -m benchmarks.calibrate`` (see the README for the numbers).
 
@@ -23,12 +23,24 @@ from langchain_core.embeddings import Embeddings
 
 from nodes.judges.base import (
     Answer,
+    ComplexityVerdict,
     GroundingGrade,
     RelevanceGrade,
     RetrievalDecision,
+    RoundAssessment,
     UsefulnessGrade,
 )
+from nodes.judges.rules import (
+    MULTI_STEP_SCORE,
+    clarifying_question,
+    complexity_features,
+    complexity_score,
+    entities,
+    no_retrieval_reason,
+    unresolved_reference,
+)
 from nodes.judges.usage import record
+from providers.embeddings import rescale_cosine
 from providers.text import (
     count_tokens,
     coverage,
@@ -38,9 +50,8 @@ from providers.text import (
     term_set,
     terms,
 )
+from state import QueryKind
 
-COSINE_FLOOR = 0.75
-COSINE_CEILING = 0.92
 COSINE_WEIGHT = 0.5
 # Ranking sentences for extraction measured best with more weight on meaning (fixture: naive
 # contains-gold 0.736 at 0.6 vs 0.724 at 0.5).
@@ -54,19 +65,6 @@ GROUNDED_FULLY = 0.9
 GROUNDED_PARTIALLY = 0.6
 USEFUL_THRESHOLD = 0.3
 
-_CHITCHAT_RE = re.compile(
-    r"^\s*(hi|hello|hey|thanks|thank you|good (morning|afternoon|evening|night)|bye|goodbye|"
-    r"how are you|你好|您好|谢谢|多谢|再见|早上好|晚上好)[\s!.?,！。？，]*$",
-    re.IGNORECASE,
-)
-_ARITHMETIC_RE = re.compile(
-    r"^\s*(what is|what's|calculate|compute|计算)?\s*[\d\s+\-*/().^%=]+[?？]?\s*$", re.I
-)
-_CODE_TASK_RE = re.compile(
-    r"\b(write|implement|refactor|debug|fix)\b.*\b(function|code|script|class|program|regex|query|sql)\b"
-    r"|(写|编写|实现).{0,6}(函数|代码|脚本|程序|正则)",
-    re.IGNORECASE,
-)
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
 )
@@ -93,10 +91,6 @@ def off_the_loop(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
     return run
-
-
-def rescale_cosine(cosine: np.ndarray | float) -> np.ndarray:
-    return np.clip((np.asarray(cosine) - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR), 0.0, 1.0)
 
 
 def document_text(doc: Document) -> str:
@@ -157,12 +151,8 @@ class LocalJudge:
     def needs_retrieval(self, question: str, closest: Sequence[Document] = ()) -> RetrievalDecision:
         """Transparent rules; for general-knowledge questions the KB's best match breaks the tie."""
         record(self.backend, "router")
-        if _CHITCHAT_RE.match(question):
-            return RetrievalDecision(False, "small talk")
-        if _ARITHMETIC_RE.match(question) and re.search(r"\d", question):
-            return RetrievalDecision(False, "arithmetic")
-        if _CODE_TASK_RE.search(question):
-            return RetrievalDecision(False, "a coding task, not a question about documents")
+        if reason := no_retrieval_reason(question):
+            return RetrievalDecision(False, reason)
         if _GENERAL_RE.search(question):
             if not closest:
                 return RetrievalDecision(False, "general knowledge; the knowledge base is empty")
@@ -235,6 +225,75 @@ class LocalJudge:
         record(self.backend, "rewriter")
         joiner = "" if is_chinese(question) else " "
         return joiner.join(keywords(question, limit=3)) or question
+
+    @off_the_loop
+    def classify_complexity(self, question: str, history: Sequence[str] = ()) -> ComplexityVerdict:
+        """Feature rules (see :mod:`nodes.judges.rules`): A, B or C, and is "this" unresolved?"""
+        record(self.backend, "classifier")
+        features = complexity_features(question)
+        if reason := no_retrieval_reason(question):
+            return ComplexityVerdict("no_retrieval", reason, features)
+        score, because = complexity_score(features)
+        features["score"] = score
+        if score >= MULTI_STEP_SCORE:
+            level = "multi_step"
+            reason = f"score {score} ≥ {MULTI_STEP_SCORE}: {', '.join(because)}"
+        else:
+            level, reason = "single_step", f"score {score} < {MULTI_STEP_SCORE}"
+            if because:
+                reason += f" ({', '.join(because)})"
+        phrase = unresolved_reference(question, history)
+        if phrase is None:
+            return ComplexityVerdict(level, reason, features)
+        features["unresolved_reference"] = phrase
+        return ComplexityVerdict(
+            level, reason, features, True, clarifying_question(question, phrase)
+        )
+
+    @off_the_loop
+    def assess_round(
+        self,
+        question: str,
+        draft: str,
+        round_documents: Sequence[Document],
+        context: Sequence[Document],
+    ) -> RoundAssessment:
+        """Relevance: best score of the round's documents. Completeness: the question's terms
+        and names found in the gathered context, capped at 5 when the draft is the wrong kind
+        of answer. Quality: the draft's on-topic score."""
+        record(self.backend, "assessor")
+        round_scores = self.scorer.scores(question, [document_text(d) for d in round_documents])
+        relevance = round(10 * float(max(round_scores, default=0.0)))
+        context_text = " ".join(document_text(doc) for doc in context)
+        context_terms = term_set(context_text)
+        term_share = coverage(terms(question), context_terms)
+        names = entities(question)
+        lowered = context_text.lower()
+        name_share = (
+            sum(name.lower() in lowered for name in names) / len(names) if names else term_share
+        )
+        completeness = 1 + round(9 * (term_share + name_share) / 2) if draft else 1
+        if not matches_answer_type(expected_answer_type(question), draft):
+            completeness = min(completeness, 5)
+        quality = round(10 * float(self.scorer.scores(question, [draft])[0])) if draft else 0
+        missing = [term for term in keywords(question) if term not in context_terms]
+        return RoundAssessment(relevance, completeness, quality, missing)
+
+    @off_the_loop
+    def next_query(self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]) -> str:
+        """Expanded: names and terms the draft brought in (the bridge to the next hop) plus what
+        is still missing. Alternative: the missing terms first, then the rest of the question."""
+        record(self.backend, "rewriter")
+        asked = set(terms(question))
+        question_words = keywords(question)
+        if kind == "expanded":
+            found = [name for name in entities(draft) if name.lower() not in question.lower()]
+            new_terms = [t for t in keywords(draft, limit=20) if t not in asked]
+            words = [*found[:2], *new_terms[:3], *(missing or question_words)[:4]]
+        else:
+            words = [*missing, *(t for t in question_words if t not in set(missing))]
+        joiner = "" if is_chinese(question) else " "
+        return joiner.join(dict.fromkeys(words)) or question
 
 
 class ExtractiveGenerator:
