@@ -40,6 +40,16 @@ STRATEGIES: dict[str, Strategy] = {
             "graphs.self_crag",
             "corrective retrieval, then grounded? useful? checks with bounded retries",
         ),
+        Strategy(
+            "iterative",
+            "graphs.iterative",
+            "retrieve → draft → score the round → next query from the draft, until complete",
+        ),
+        Strategy(
+            "adaptive",
+            "graphs.adaptive",
+            "classify complexity → answer directly · Self-RAG · iterative; ask back if unclear",
+        ),
     )
 }
 

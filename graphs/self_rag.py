@@ -26,27 +26,37 @@ from nodes.routing import (
 )
 from state import Context, InputState, RAGState
 
-builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
-builder.add_node(prepare)
-builder.add_node(decide_retrieval)
-builder.add_node(retrieve)
-builder.add_node(grade_documents)
-builder.add_node(generate)
-builder.add_node(grade_generation)
-builder.add_node(transform_query)
-builder.add_node(finish)
-builder.add_node(give_up)
 
-builder.add_edge(START, "prepare")
-builder.add_edge("prepare", "decide_retrieval")
-builder.add_conditional_edges("decide_retrieval", route_retrieval_decision)
-builder.add_conditional_edges("retrieve", route_after_retrieve)
-builder.add_conditional_edges("grade_documents", route_after_grading)
-builder.add_edge("transform_query", "retrieve")
-builder.add_conditional_edges("generate", route_after_generate)
-builder.add_conditional_edges("grade_generation", route_after_generation_grade)
-builder.add_edge("finish", END)
-builder.add_edge("give_up", END)
+def self_rag_builder(decide: bool = True) -> StateGraph:
+    """Self-RAG's graph; ``decide=False`` always retrieves (the adaptive strategy has
+    already classified the question when it hands it over)."""
+    builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
+    builder.add_node(prepare)
+    builder.add_node(retrieve)
+    builder.add_node(grade_documents)
+    builder.add_node(generate)
+    builder.add_node(grade_generation)
+    builder.add_node(transform_query)
+    builder.add_node(finish)
+    builder.add_node(give_up)
 
+    builder.add_edge(START, "prepare")
+    if decide:
+        builder.add_node(decide_retrieval)
+        builder.add_edge("prepare", "decide_retrieval")
+        builder.add_conditional_edges("decide_retrieval", route_retrieval_decision)
+    else:
+        builder.add_edge("prepare", "retrieve")
+    builder.add_conditional_edges("retrieve", route_after_retrieve)
+    builder.add_conditional_edges("grade_documents", route_after_grading)
+    builder.add_edge("transform_query", "retrieve")
+    builder.add_conditional_edges("generate", route_after_generate)
+    builder.add_conditional_edges("grade_generation", route_after_generation_grade)
+    builder.add_edge("finish", END)
+    builder.add_edge("give_up", END)
+    return builder
+
+
+builder = self_rag_builder()
 graph = builder.compile()
 graph.name = "self_rag"

@@ -121,6 +121,35 @@ def generation_context(state: RAGState, context: Context) -> list[Document]:
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
 
 
+# What a new question starts from; prepare writes these back for the fields a run set.
+_FRESH_QUESTION: dict[str, Any] = {
+    "documents": RESET,
+    "last_retrieved_ids": [],
+    "doc_grades": RESET,
+    "generation": "",
+    "answer_kind": None,
+    "sources": [],
+    "grounding": None,
+    "useful": None,
+    "retrieval_attempts": 0,
+    "query_rewrites": 0,
+    "generation_attempts": 0,
+    "crag_action": None,
+    "web_query": "",
+    "web_searches": 0,
+    "knowledge_strips": [],
+    "stop_reason": None,
+    "complexity": None,
+    "route": None,
+    "clarifications": 0,
+    "rounds": RESET,
+    "reading": RESET,
+    "skip_rate": None,
+    "steps": RESET,
+    "usage": RESET,
+}
+
+
 async def prepare(state: RAGState) -> dict[str, Any]:
     """Start a question: reset per-question fields so one thread can hold many questions."""
     question = state["question"].strip()
@@ -130,35 +159,19 @@ async def prepare(state: RAGState) -> dict[str, Any]:
     # Written only when there is something to add, so a subgraph's own prepare (which sees
     # no earlier question) never wipes the thread's history.
     history = {"history": [*(state.get("history") or []), previous][-5:]} if previous else {}
+    resets = {
+        key: value
+        for key, value in _FRESH_QUESTION.items()
+        # A subgraph starts empty: writing only what is set keeps it from clearing the
+        # parent's fields (an adaptive run's route and complexity) on the way out.
+        if state.get(key) not in (None, "", 0, [], {})
+    }
     return {
         **history,
+        **resets,
         "question": question,
         "original_question": question,
         "needs_retrieval": True,
-        "documents": RESET,
-        "last_retrieved_ids": [],
-        "doc_grades": RESET,
-        "generation": "",
-        "answer_kind": None,
-        "sources": [],
-        "grounding": None,
-        "useful": None,
-        "retrieval_attempts": 0,
-        "query_rewrites": 0,
-        "generation_attempts": 0,
-        "crag_action": None,
-        "web_query": "",
-        "web_searches": 0,
-        "knowledge_strips": [],
-        "stop_reason": None,
-        "complexity": None,
-        "route": None,
-        "clarifications": 0,
-        "rounds": RESET,
-        "reading": RESET,
-        "skip_rate": None,
-        "steps": RESET,
-        "usage": RESET,
     }
 
 
@@ -220,14 +233,17 @@ async def skip_reading(
     return [doc for doc, _ in read], update
 
 
-async def _retrieve(
-    state: RAGState, runtime: Runtime[Context], node: str, against: str, new_only: bool
+async def retrieve_chunks(
+    state: RAGState,
+    runtime: Runtime[Context],
+    node: str,
+    against: str,
+    exclude: Collection[str] = (),
 ) -> dict[str, Any]:
     context = context_of(runtime)
     query = state["question"]
-    seen = {str(doc.id) for doc in state.get("documents") or []} if new_only else set()
     k = context.initial_k or context.top_k
-    documents = await search_chunks(context, query, k, seen)
+    documents = await search_chunks(context, query, k, exclude)
     update: dict[str, Any] = {}
     summary = f"{len(documents)} chunks for {query!r}"
     progress = {"node": node, "query": query, "candidates": len(documents)}
@@ -248,10 +264,10 @@ async def _retrieve(
 async def retrieve(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Fetch the ``top_k`` chunks best matching the current query (with skip reading, the
     best of ``initial_k`` candidates by the relevance judge)."""
-    return await _retrieve(state, runtime, "retrieve", original_question(state), new_only=False)
+    return await retrieve_chunks(state, runtime, "retrieve", original_question(state))
 
 
-async def _grade(
+async def grade_chunks(
     state: RAGState, runtime: Runtime[Context], node: str, against: str
 ) -> dict[str, Any]:
     context = context_of(runtime)
@@ -283,14 +299,14 @@ async def _grade(
 
 async def grade_documents(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Grade the chunks just retrieved against the user's question, in one batch."""
-    return await _grade(state, runtime, "grade_documents", original_question(state))
+    return await grade_chunks(state, runtime, "grade_documents", original_question(state))
 
 
-async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Write (or, locally, extract) an answer from the relevant documents."""
-    context = context_of(runtime)
+async def answer_from(
+    state: RAGState, context: Context, documents: list[Document]
+) -> dict[str, Any]:
+    """Generate an answer from ``documents`` and cite the ones it used."""
     question = original_question(state)
-    documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
     attempt = state.get("generation_attempts", 0) + 1
     with metered() as meter:
         generator = await generator_for(context)
@@ -301,15 +317,22 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
         text, kind = NO_RETRIEVAL_LOCAL_ANSWER.format(reason=reason), "no_retrieval"
     grades = state.get("doc_grades") or {}
     used = [doc for doc in documents if str(doc.id) in set(answer.used_ids)]
-    sources = [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used]
     return {
         "generation": text,
         "answer_kind": kind,
-        "sources": sources,
+        "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
         "generation_attempts": attempt,
-        "steps": step("generate", f"{kind} answer #{attempt} from {len(documents)} chunks"),
         "usage": meter.counts,
     }
+
+
+async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Write (or, locally, extract) an answer from the relevant documents."""
+    context = context_of(runtime)
+    documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
+    update = await answer_from(state, context, documents)
+    summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
+    return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
 
 
 async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:

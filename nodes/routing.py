@@ -96,3 +96,37 @@ def route_after_corrective_check(
     if state.get("web_searches", 0) < context.max_web_searches:
         return "rewrite_for_search"
     return "give_up"
+
+
+def route_by_complexity(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["clarify", "needs_clarification", "answer_directly", "single_step", "multi_step"]:
+    """Ask back (once) about an unresolved reference, else follow the classifier's route."""
+    complexity = state.get("complexity") or {}
+    if complexity.get("ambiguous") and not state.get("clarifications"):
+        return "clarify" if context_of(runtime).ask_back else "needs_clarification"
+    route = state.get("route") or "single_step"
+    return "answer_directly" if route == "no_retrieval" else route
+
+
+def route_after_round_retrieval(state: RAGState) -> Literal["grade_round", "finish", "give_up"]:
+    """A round that finds nothing new ends the loop: with the draft so far, or not found."""
+    if state.get("last_retrieved_ids"):
+        return "grade_round"
+    return "finish" if state.get("generation") else "give_up"
+
+
+def route_after_assessment(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["next_query", "finish", "give_up"]:
+    """Stop when complete enough (or, in ``fixed`` mode, never early) or out of rounds."""
+    context = context_of(runtime)
+    rounds = state.get("rounds") or []
+    complete = (
+        context.iterative_stop == "completeness"
+        and bool(rounds)
+        and rounds[-1]["completeness"] >= context.completeness_threshold
+    )
+    if not complete and len(rounds) < context.max_rounds:
+        return "next_query"
+    return "finish" if state.get("generation") else "give_up"

@@ -37,6 +37,11 @@ def _context(args: argparse.Namespace) -> Any:
         "search_provider",
         "web_kb",
         "max_web_searches",
+        "fusion",
+        "initial_k",
+        "max_rounds",
+        "iterative_stop",
+        "completeness_threshold",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -62,6 +67,13 @@ def merge_filter_expressions(expressions: list[str]) -> dict[str, Any]:
 
 def _print_result(result: Any) -> None:
     print()
+    if result.interrupted:
+        print(f"Needs clarification: {result.clarifying_question}")
+        print(
+            f"Resume with: reflexrag ask --strategy {result.strategy} --thread "
+            f"{result.thread_id} --reply '...'"
+        )
+        return
     if result.answer_kind == "not_found":
         print(result.answer)
         if result.sources:
@@ -88,8 +100,10 @@ async def _ask(args: argparse.Namespace) -> int:
     from providers.checkpointer import open_checkpointer
     from server.runs import run_question
 
-    question = args.question.strip()
-    if not question:
+    question = (args.question or "").strip()
+    if args.reply is not None and not args.thread:
+        raise CLIError("--reply resumes a paused run: name its thread with --thread")
+    if not question and args.reply is None:
         raise CLIError("the question is empty")
     context = _context(args)
 
@@ -100,20 +114,38 @@ async def _ask(args: argparse.Namespace) -> int:
         for entry in steps if isinstance(steps, list) else []:
             print(f"{entry['node']}: {entry['summary']}", flush=True)
 
+    reply = args.reply
     async with open_checkpointer() as checkpointer:
-        result = await run_question(
-            args.strategy,
-            question,
-            context,
-            checkpointer=checkpointer,
-            thread_id=args.thread,
-            on_update=show,
-        )
+        while True:
+            result = await run_question(
+                args.strategy,
+                question if reply is None else None,
+                context,
+                checkpointer=checkpointer,
+                thread_id=args.thread,
+                resume=reply,
+                on_update=show,
+            )
+            args.thread = result.thread_id
+            if not result.interrupted or args.no_input:
+                break
+            reply = _prompt(result.clarifying_question or "")
+            if reply is None:
+                break
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
         _print_result(result)
     return 0
+
+
+def _prompt(question: str) -> str | None:
+    """Ask the user in the terminal; None when there is nobody to answer (end of input)."""
+    try:
+        reply = input(f"\n{question}\n> ")
+    except EOFError:
+        return None
+    return reply.strip() or None
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -221,13 +253,26 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     ask = commands.add_parser("ask", help="answer a question, streaming each step")
-    ask.add_argument("question")
+    ask.add_argument("question", nargs="?", default="")
     ask.add_argument("--strategy", default="self_rag", choices=list(STRATEGIES))
     ask.add_argument("--kb", help="knowledge base name (default: the settings' default_kb)")
     ask.add_argument("--thread", help="thread id, to keep the run in a checkpointed thread")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never prompt: a clarifying question ends the run (needs_clarification)",
+    )
+    ask.add_argument("--reply", help="answer a paused run's clarifying question (with --thread)")
     ask.add_argument("--top-k", type=int)
     ask.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
+    ask.add_argument("--fusion", choices=["score", "rrf"], help="how hybrid mode fuses")
+    ask.add_argument(
+        "--initial-k", type=int, help="skip reading: candidates reranked before reading top-k"
+    )
+    ask.add_argument("--max-rounds", type=int, help="iterative: rounds at most")
+    ask.add_argument("--iterative-stop", choices=["completeness", "fixed"])
+    ask.add_argument("--completeness-threshold", type=int, help="iterative: 1-10")
     ask.add_argument(
         "--filter",
         action="append",

@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
 from graphs import compile_strategy
 from state import Context
@@ -36,6 +37,16 @@ class RunResult:
     llm_calls: int
     elapsed_s: float
     thread_id: str | None = None
+    route: str | None = None
+    """Adaptive: no_retrieval, single_step or multi_step."""
+    complexity: dict[str, Any] | None = None
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """Iterative: one entry per round (query, its kind, retrieved ids, scores)."""
+    skip_rate: float | None = None
+    """Skip reading: share of candidates not read."""
+    clarifying_question: str | None = None
+    interrupted: bool = False
+    """The run is paused on a question for the user; resume its thread with the reply."""
     retrieved_doc_ids: list[str] = field(default_factory=list)
     context_doc_ids: list[str] = field(default_factory=list)
 
@@ -43,6 +54,16 @@ class RunResult:
         data = asdict(self)
         data.pop("retrieved_doc_ids")
         data.pop("context_doc_ids")
+        # Strategy-specific fields appear only where they apply.
+        for key, empty in (
+            ("route", None),
+            ("complexity", None),
+            ("rounds", []),
+            ("skip_rate", None),
+            ("clarifying_question", None),
+        ):
+            if data[key] == empty:
+                data.pop(key)
         return data
 
 
@@ -77,6 +98,16 @@ def _result_from_state(
         llm_calls=sum(v for k, v in usage.items() if k.startswith("llm.")),
         elapsed_s=round(elapsed, 3),
         thread_id=thread_id,
+        route=values.get("route"),
+        complexity=values.get("complexity"),
+        rounds=[
+            {key: value for key, value in r.items() if key != "draft"}
+            for r in values.get("rounds") or []
+        ],
+        skip_rate=values.get("skip_rate"),
+        clarifying_question=(
+            values.get("generation") if values.get("stop_reason") == "needs_clarification" else None
+        ),
         retrieved_doc_ids=list(dict.fromkeys(retrieved)),
         context_doc_ids=list(
             dict.fromkeys(str(d.metadata.get("doc_id", d.id)) for d in context_docs)
@@ -86,19 +117,24 @@ def _result_from_state(
 
 async def run_question(
     strategy: str,
-    question: str,
+    question: str | None,
     context: Context,
     *,
     checkpointer: BaseCheckpointSaver | None = None,
     thread_id: str | None = None,
+    resume: Any = None,
     on_update: NodeUpdateHandler | None = None,
     recursion_limit: int | None = None,
     graph: CompiledStateGraph | None = None,
 ) -> RunResult:
-    """Run ``strategy`` on ``question`` and return its result; ``on_update(node, update)`` sees
-    every node's update as it finishes. ``graph`` runs a graph outside the registry."""
-    if not question.strip():
+    """Run ``strategy`` on ``question`` (or, with ``resume``, continue the thread's paused run
+    with that reply) and return its result; ``on_update(node, update)`` sees every node's
+    update as it finishes, subgraph nodes included. ``graph`` runs a graph outside the
+    registry. A run paused by ``interrupt()`` ends with stop_reason ``needs_clarification``."""
+    if resume is None and not (question or "").strip():
         raise ValueError("the question is empty")
+    if resume is not None and (checkpointer is None or not thread_id):
+        raise ValueError("resuming needs a checkpointer and the paused run's thread id")
     graph = graph or compile_strategy(strategy, checkpointer)
     config: dict[str, Any] = {}
     if checkpointer is not None:
@@ -108,18 +144,30 @@ async def run_question(
         config["recursion_limit"] = recursion_limit
     started = time.perf_counter()
     values: dict[str, Any] = {}
+    paused: list[Any] = []
+    inside: set[str] = set()
     try:
-        async for mode, chunk in graph.astream(
-            {"question": question},
+        async for namespace, mode, chunk in graph.astream(
+            Command(resume=resume) if resume is not None else {"question": question},
             config=config,
             context=context,
             stream_mode=["updates", "values"],
+            subgraphs=True,
             durability="sync" if checkpointer is not None else None,
         ):
             if mode == "values":
-                values = chunk
-            elif on_update is not None:
-                for node, update in chunk.items():
+                if not namespace:
+                    values = chunk
+                continue
+            if namespace:
+                inside.add(namespace[0].split(":")[0])
+            for node, update in chunk.items():
+                if node == "__interrupt__":
+                    paused.extend(update)
+                    continue
+                if not namespace and node in inside:
+                    continue  # a subgraph's summary of updates already reported one by one
+                if on_update is not None:
                     maybe = on_update(node, update or {})
                     if maybe is not None:
                         await maybe
@@ -127,4 +175,12 @@ async def run_question(
         # Only graphs bounded by recursion_limit alone (the tutorial baseline) get here; keep
         # what they did so their cost is counted, and say why they stopped.
         values = {**values, "stop_reason": "recursion_error", "answer_kind": None, "generation": ""}
-    return _result_from_state(values, strategy, time.perf_counter() - started, thread_id)
+    result = _result_from_state(values, strategy, time.perf_counter() - started, thread_id)
+    if paused:
+        payload = paused[0].value
+        asked = payload.get("question") if isinstance(payload, dict) else str(payload)
+        result.interrupted = True
+        result.clarifying_question = asked
+        result.stop_reason = "needs_clarification"
+        result.answer, result.answer_kind = asked or "", "clarification"
+    return result

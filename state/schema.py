@@ -156,7 +156,7 @@ class RAGState(TypedDict, total=False):
     """Chunk ids returned by the most recent retrieval."""
     doc_grades: Annotated[dict[str, DocGrade], merge_grades]
     generation: str
-    answer_kind: Literal["extractive", "generative", "not_found", "no_retrieval"]
+    answer_kind: Literal["extractive", "generative", "not_found", "no_retrieval", "clarification"]
     sources: list[Source]
     grounding: Grounding
     useful: bool

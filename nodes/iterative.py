@@ -1,0 +1,117 @@
+"""Iterative retrieval's nodes: each round retrieves new chunks for the current query, grades
+them against that query, drafts an answer from everything gathered, and scores the round.
+
+The next query follows from the scores: an *alternative* query when the round's documents
+were not relevant, an *expanded* one (the draft's new names plus what is still missing)
+when they were but the answer is incomplete.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.judges.usage import metered
+from nodes.rag import (
+    answer_from,
+    context_of,
+    generation_context,
+    grade_chunks,
+    judge_for,
+    original_question,
+    retrieve_chunks,
+    step,
+)
+from state import Context, QueryKind, RAGState, Round
+
+RELEVANCE_FLOOR = 5
+"""A round whose documents score below this (0-10) calls for an alternative query."""
+
+
+def next_query_kind(last: Round) -> QueryKind:
+    return "alternative" if last["relevance"] < RELEVANCE_FLOOR else "expanded"
+
+
+def _round_relevant_ids(state: RAGState) -> list[str]:
+    grades = state.get("doc_grades") or {}
+    return [i for i in state.get("last_retrieved_ids") or [] if grades.get(i, {}).get("relevant")]
+
+
+async def retrieve_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Fetch chunks for this round's query, leaving out the evidence already gathered (a chunk
+    an earlier round found irrelevant may well be relevant to this round's query)."""
+    gathered = {i for r in state.get("rounds") or [] for i in r["relevant_ids"]}
+    return await retrieve_chunks(
+        state, runtime, "retrieve_round", state["question"], exclude=gathered
+    )
+
+
+async def grade_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Grade the round's chunks against the round's query: a later hop's evidence (the
+    director's biography) is relevant to the follow-up query, not to the original wording."""
+    return await grade_chunks(state, runtime, "grade_round", state["question"])
+
+
+async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Answer from every round's relevant chunks so far, this round's included."""
+    context = context_of(runtime)
+    gathered = generation_context(state, context)
+    by_id = {doc.id: doc for doc in state.get("documents") or []}
+    fresh = [by_id[i] for i in _round_relevant_ids(state) if i in by_id]
+    documents = list({doc.id: doc for doc in [*gathered, *fresh]}.values())
+    if not documents:
+        return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
+    update = await answer_from(state, context, documents)
+    return {**update, "steps": step("draft_answer", f"draft from {len(documents)} chunks")}
+
+
+async def assess_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Score the round (relevance, completeness, quality) and record it."""
+    context = context_of(runtime)
+    rounds = state.get("rounds") or []
+    by_id = {doc.id: doc for doc in state.get("documents") or []}
+    round_documents = [by_id[i] for i in state.get("last_retrieved_ids") or [] if i in by_id]
+    relevant_ids = _round_relevant_ids(state)
+    gathered_ids = dict.fromkeys([*(i for r in rounds for i in r["relevant_ids"]), *relevant_ids])
+    gathered = [by_id[i] for i in gathered_ids if i in by_id]
+    draft = state.get("generation") or ""
+    with metered() as meter:
+        judge = await judge_for(context)
+        scores = await judge.assess_round(
+            original_question(state), draft, round_documents, gathered
+        )
+    record = Round(
+        round=len(rounds) + 1,
+        query=state["question"],
+        query_kind=next_query_kind(rounds[-1]) if rounds else "question",
+        retrieved_ids=[str(doc.id) for doc in round_documents],
+        relevant_ids=relevant_ids,
+        draft=draft,
+        relevance=scores.relevance,
+        completeness=scores.completeness,
+        quality=scores.quality,
+        missing=list(scores.missing),
+    )
+    summary = (
+        f"round {record['round']}: relevance {scores.relevance}/10, completeness "
+        f"{scores.completeness}/10, quality {scores.quality}/10"
+    )
+    return {"rounds": [record], "steps": step("assess_round", summary), "usage": meter.counts}
+
+
+async def next_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Build the next round's query from the question, the draft and what is missing."""
+    context = context_of(runtime)
+    last = state["rounds"][-1]
+    kind = next_query_kind(last)
+    with metered() as meter:
+        judge = await judge_for(context)
+        query = await judge.next_query(
+            original_question(state), last["draft"], kind, last["missing"]
+        )
+    return {
+        "question": query,
+        "steps": step("next_query", f"{kind}: {query!r}"),
+        "usage": meter.counts,
+    }
