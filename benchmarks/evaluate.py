@@ -76,6 +76,8 @@ class Record:
     answer_kind: str | None
     sources: list[dict[str, Any]]
     stop_reason: str | None
+    route: str | None
+    rounds: int
     seconds: float
     usage: dict[str, int]
     counters: dict[str, int]
@@ -230,6 +232,8 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
         answer_kind=result.answer_kind,
         sources=result.sources,
         stop_reason=result.stop_reason,
+        route=result.route,
+        rounds=len(result.rounds),
         seconds=round(result.elapsed_s, 3),
         usage=result.usage,
         counters=result.counters,
@@ -253,8 +257,9 @@ async def run_eval(
     items = stratified_sample(load_qa(qa_path), limit, seed)
     corpus = load_jsonl(corpus_path)
     web = load_jsonl(web_path) if web_path else []
+    # Nobody answers a clarifying question in a batch: those runs end needs_clarification.
     context = Context.from_overrides(
-        {**(context_overrides or {}), "kb": CORPUS_KB, "web_kb": WEB_KB}
+        {"ask_back": False, **(context_overrides or {}), "kb": CORPUS_KB, "web_kb": WEB_KB}
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

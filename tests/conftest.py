@@ -32,3 +32,23 @@ def fixtures_dir() -> Path:
     if not (FIXTURES / "qa.jsonl").exists():
         pytest.fail(f"the shared rag-eval fixture is missing at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def flow_kb(isolated_data_dir):
+    """Three one-sentence documents for control-flow tests."""
+    from providers.knowledge_base import SourceDocument, get_knowledge_base
+
+    kb = get_knowledge_base("flow")
+    kb.add(
+        [
+            SourceDocument(
+                "tesla", "Nikola Tesla died on 7 January 1943 in New York.", {"title": "Tesla"}
+            ),
+            SourceDocument(
+                "edison", "Thomas Edison founded General Electric.", {"title": "Edison"}
+            ),
+            SourceDocument("paris", "Paris is the capital of France.", {"title": "Paris"}),
+        ]
+    )
+    return kb

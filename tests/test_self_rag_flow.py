@@ -6,55 +6,17 @@ how many judge calls every branch makes.
 
 from __future__ import annotations
 
-import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
-
 from graphs.naive import graph as naive_graph
 from graphs.self_rag import graph as self_rag_graph
-from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
-from nodes.judges.llm import LLMGenerator, LLMJudge
-from providers.knowledge_base import SourceDocument, get_knowledge_base
-from state import Context
+from tests.flow import nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 ROUTE_YES, ROUTE_NO = '{"retrieve": "yes"}', '{"retrieve": "no", "reason": "small talk"}'
 FULLY, UNGROUNDED = '{"level": "fully"}', '{"level": "no"}'
 
 
-@pytest.fixture(scope="module")
-def flow_kb():
-    kb = get_knowledge_base("flow")
-    kb.add(
-        [
-            SourceDocument(
-                "tesla", "Nikola Tesla died on 7 January 1943 in New York.", {"title": "Tesla"}
-            ),
-            SourceDocument(
-                "edison", "Thomas Edison founded General Electric.", {"title": "Edison"}
-            ),
-            SourceDocument("paris", "Paris is the capital of France.", {"title": "Paris"}),
-        ]
-    )
-    return kb
-
-
-def script(
-    monkeypatch, grader_replies: list[str], generator_replies: list[str], top_k: int = 2
-) -> Context:
-    grader = GenericFakeChatModel(messages=iter([AIMessage(r) for r in grader_replies]))
-    generator = GenericFakeChatModel(messages=iter([AIMessage(r) for r in generator_replies]))
-    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda ctx: LLMJudge(grader))
-    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: LLMGenerator(generator))
-    return Context(kb="flow", top_k=top_k, judge_backend="fake", generator_backend="fake")
-
-
-def nodes(state) -> list[str]:
-    return [entry["node"] for entry in state["steps"]]
-
-
 async def test_happy_path_answers(flow_kb, monkeypatch):
-    context = script(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [1]."])
+    context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [1]."])
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert nodes(state) == [
         "decide_retrieval",
@@ -72,7 +34,7 @@ async def test_happy_path_answers(flow_kb, monkeypatch):
 
 
 async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb, monkeypatch):
-    context = script(
+    context = scripted(
         monkeypatch,
         [ROUTE_YES, NO, "Thomas Edison General Electric", YES, FULLY, YES],
         ["1943 [1]"],
@@ -95,7 +57,7 @@ async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb
 async def test_chunks_retrieved_again_are_not_graded_again(flow_kb, monkeypatch):
     # The rewrite finds the same chunk: its grade for this question is reused, not re-asked,
     # so the script needs exactly one grader reply per distinct chunk.
-    context = script(monkeypatch, [ROUTE_YES, NO, "Tesla death", "Tesla died"], [], top_k=1)
+    context = scripted(monkeypatch, [ROUTE_YES, NO, "Tesla death", "Tesla died"], [], top_k=1)
     context.max_query_rewrites = 2
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert nodes(state).count("retrieve") == 3
@@ -104,7 +66,7 @@ async def test_chunks_retrieved_again_are_not_graded_again(flow_kb, monkeypatch)
 
 
 async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
-    context = script(
+    context = scripted(
         monkeypatch, [ROUTE_YES, YES, YES, UNGROUNDED, FULLY, YES], ["made up", "1943 [1]"]
     )
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
@@ -114,7 +76,7 @@ async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
 
 
 async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeypatch):
-    context = script(
+    context = scripted(
         monkeypatch,
         # All three chunks come back after the rewrite, graded already: no grader replies.
         [ROUTE_YES, YES, YES, YES, FULLY, NO, "Tesla 1943", FULLY, YES],
@@ -129,7 +91,7 @@ async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeyp
 
 async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
     grader = [ROUTE_YES, NO, NO, NO] + [f"rewrite {n}" for n in range(3)]
-    context = script(monkeypatch, grader, [], top_k=3)
+    context = scripted(monkeypatch, grader, [], top_k=3)
     state = await self_rag_graph.ainvoke(
         {"question": "Who won the 1998 World Cup?"}, context=context
     )
@@ -142,7 +104,7 @@ async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
 
 
 async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeypatch):
-    context = script(
+    context = scripted(
         monkeypatch,
         [ROUTE_YES, YES, YES, UNGROUNDED, UNGROUNDED, UNGROUNDED],
         ["a", "b", "c"],
@@ -154,14 +116,14 @@ async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeyp
 
 
 async def test_zero_limits_still_terminate(flow_kb, monkeypatch):
-    context = script(monkeypatch, [ROUTE_YES, NO, NO], [])
+    context = scripted(monkeypatch, [ROUTE_YES, NO, NO], [])
     context.max_query_rewrites = 0
     state = await self_rag_graph.ainvoke({"question": "anything"}, context=context)
     assert nodes(state) == ["decide_retrieval", "retrieve", "grade_documents", "give_up"]
 
 
 async def test_no_retrieval_needed_answers_directly(flow_kb, monkeypatch):
-    context = script(monkeypatch, [ROUTE_NO], ["Hello! How can I help?"])
+    context = scripted(monkeypatch, [ROUTE_NO], ["Hello! How can I help?"])
     state = await self_rag_graph.ainvoke({"question": "hello"}, context=context)
     assert nodes(state) == ["decide_retrieval", "generate", "finish"]
     assert state["stop_reason"] == "no_retrieval_needed"
@@ -169,14 +131,14 @@ async def test_no_retrieval_needed_answers_directly(flow_kb, monkeypatch):
 
 
 async def test_empty_knowledge_base_gives_up(monkeypatch):
-    context = script(monkeypatch, [ROUTE_YES], [])
+    context = scripted(monkeypatch, [ROUTE_YES], [])
     context.kb = "empty-kb"
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert state["stop_reason"] == "empty_knowledge_base"
 
 
 async def test_naive_retrieves_once_and_answers(flow_kb, monkeypatch):
-    context = script(monkeypatch, [], ["1943 [2]"])
+    context = scripted(monkeypatch, [], ["1943 [2]"])
     state = await naive_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert nodes(state) == ["retrieve", "generate", "finish"]
     assert len(state["sources"]) == 1 and state["stop_reason"] == "answered"
@@ -189,10 +151,10 @@ async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
 
     graph = compile_strategy("self_rag", InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
-    context = script(monkeypatch, [ROUTE_YES, NO, NO] + ["r", NO, NO] * 3, [])
+    context = scripted(monkeypatch, [ROUTE_YES, NO, NO] + ["r", NO, NO] * 3, [])
     first = await graph.ainvoke({"question": "unknown thing"}, config, context=context)
     assert first["stop_reason"] == "max_retrieval_attempts"
-    context = script(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["1943 [1]"])
+    context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["1943 [1]"])
     second = await graph.ainvoke({"question": "When did Tesla die?"}, config, context=context)
     assert second["stop_reason"] == "answered"
     assert second["query_rewrites"] == 0 and nodes(second)[0] == "decide_retrieval"
@@ -202,7 +164,7 @@ async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_
     from benchmarks import tutorial_self_rag
     from server.runs import run_question
 
-    context = script(monkeypatch, [NO] * 40, [])
+    context = scripted(monkeypatch, [NO] * 40, [])
     result = await run_question(
         "tutorial_self_rag",
         "Who won the 1998 World Cup?",

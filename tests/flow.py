@@ -1,0 +1,37 @@
+"""Helpers for control-flow tests: judges and generator backed by scripted fake chat models.
+
+Each fake replies in call order and raises when it runs out, so a test also pins how many
+judge calls every branch makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from nodes.judges.llm import LLMGenerator, LLMJudge
+from state import Context
+
+
+def scripted(
+    monkeypatch: Any,
+    grader_replies: list[str],
+    generator_replies: list[str],
+    top_k: int = 2,
+    **overrides: Any,
+) -> Context:
+    """A context on the ``flow`` KB whose judge and generator reply from these scripts."""
+    grader = GenericFakeChatModel(messages=iter([AIMessage(r) for r in grader_replies]))
+    generator = GenericFakeChatModel(messages=iter([AIMessage(r) for r in generator_replies]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda ctx: LLMJudge(grader))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: LLMGenerator(generator))
+    return Context(
+        kb="flow", top_k=top_k, judge_backend="fake", generator_backend="fake", **overrides
+    )
+
+
+def nodes(state: dict[str, Any]) -> list[str]:
+    return [entry["node"] for entry in state["steps"]]

@@ -1,0 +1,84 @@
+"""Iterative retrieval's stop conditions and query choice, with scripted fake chat models."""
+
+from __future__ import annotations
+
+import json
+
+from graphs.iterative import graph as iterative_graph
+from tests.flow import nodes, scripted
+
+YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
+
+
+def scores(completeness: int, relevance: int = 8, missing: tuple[str, ...] = ()) -> str:
+    return json.dumps(
+        {
+            "completeness": completeness,
+            "relevance": relevance,
+            "quality": 6,
+            "missing": list(missing),
+        }
+    )
+
+
+async def test_completeness_at_the_threshold_stops_after_one_round(flow_kb, monkeypatch):
+    context = scripted(monkeypatch, [YES, scores(8)], ["1943 [1]"], top_k=1)
+    state = await iterative_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert len(state["rounds"]) == 1 and state["stop_reason"] == "answered"
+    first = state["rounds"][0]
+    assert first["query_kind"] == "question" and first["completeness"] == 8
+    assert first["retrieved_ids"] == first["relevant_ids"] == ["tesla#0"]
+    assert first["draft"] == "1943 [1]"
+
+
+async def test_fixed_mode_runs_every_round_even_when_complete(flow_kb, monkeypatch):
+    context = scripted(
+        monkeypatch,
+        [YES, scores(10), "Thomas Edison", YES, scores(10)],
+        ["draft one [1]", "final [1][2]"],
+        top_k=1,
+        iterative_stop="fixed",
+        max_rounds=2,
+    )
+    state = await iterative_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert [r["round"] for r in state["rounds"]] == [1, 2]
+    assert state["rounds"][1]["query"] == "Thomas Edison"
+    # Round 2 fetched new evidence and the answer uses every round's relevant chunks.
+    assert state["rounds"][1]["retrieved_ids"] == ["edison#0"]
+    assert {s["doc_id"] for s in state["sources"]} == {"tesla", "edison"}
+
+
+async def test_low_relevance_asks_an_alternative_query_high_an_expanded_one(flow_kb, monkeypatch):
+    context = scripted(
+        monkeypatch,
+        [
+            NO,
+            scores(2, relevance=1, missing=("inventor",)),
+            "inventor Edison",
+            YES,
+            scores(5, relevance=8, missing=("death date",)),
+            "Edison death date",
+            NO,
+            scores(5, relevance=7),
+        ],
+        ["Edison founded GE [1].", "Edison founded GE [1]."],
+        top_k=1,
+    )
+    state = await iterative_graph.ainvoke(
+        {"question": "When did the inventor die?"}, context=context
+    )
+    kinds = [r["query_kind"] for r in state["rounds"]]
+    assert kinds == ["question", "alternative", "expanded"]
+    summaries = [s["summary"] for s in state["steps"] if s["node"] == "next_query"]
+    assert summaries[0].startswith("alternative") and summaries[1].startswith("expanded")
+
+
+async def test_the_round_counter_bounds_a_loop_that_is_never_complete(flow_kb, monkeypatch):
+    grader = [NO, scores(2, relevance=1)] + ["another query", NO, scores(2, relevance=1)] * 2
+    context = scripted(monkeypatch, grader, [], top_k=1, max_rounds=3)
+    state = await iterative_graph.ainvoke(
+        {"question": "Who won the 1998 World Cup?"}, context=context
+    )
+    assert len(state["rounds"]) == 3 and state["retrieval_attempts"] == 3
+    assert nodes(state)[-1] == "give_up" and state["answer_kind"] == "not_found"
+    assert state["stop_reason"] == "max_retrieval_attempts"
