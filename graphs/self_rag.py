@@ -32,6 +32,8 @@ def self_rag_builder(decide: bool = True) -> StateGraph:
     already classified the question when it hands it over)."""
     builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
     builder.add_node(prepare)
+    if decide:
+        builder.add_node(decide_retrieval)
     builder.add_node(retrieve)
     builder.add_node(grade_documents)
     builder.add_node(generate)
@@ -42,7 +44,6 @@ def self_rag_builder(decide: bool = True) -> StateGraph:
 
     builder.add_edge(START, "prepare")
     if decide:
-        builder.add_node(decide_retrieval)
         builder.add_edge("prepare", "decide_retrieval")
         builder.add_conditional_edges("decide_retrieval", route_retrieval_decision)
     else:

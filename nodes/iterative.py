@@ -62,7 +62,7 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     documents = list({doc.id: doc for doc in [*gathered, *fresh]}.values())
     if not documents:
         return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
-    update = await answer_from(state, context, documents)
+    update = await answer_from(state, context, documents, retry=False)
     return {**update, "steps": step("draft_answer", f"draft from {len(documents)} chunks")}
 
 
@@ -84,7 +84,7 @@ async def assess_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     record = Round(
         round=len(rounds) + 1,
         query=state["question"],
-        query_kind=next_query_kind(rounds[-1]) if rounds else "question",
+        query_kind=state.get("query_kind") or "question",
         retrieved_ids=[str(doc.id) for doc in round_documents],
         relevant_ids=relevant_ids,
         draft=draft,
@@ -112,6 +112,7 @@ async def next_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, An
         )
     return {
         "question": query,
+        "query_kind": kind,
         "steps": step("next_query", f"{kind}: {query!r}"),
         "usage": meter.counts,
     }

@@ -142,6 +142,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "complexity": None,
     "route": None,
     "clarifications": 0,
+    "query_kind": None,
     "rounds": RESET,
     "reading": RESET,
     "skip_rate": None,
@@ -303,14 +304,16 @@ async def grade_documents(state: RAGState, runtime: Runtime[Context]) -> dict[st
 
 
 async def answer_from(
-    state: RAGState, context: Context, documents: list[Document]
+    state: RAGState, context: Context, documents: list[Document], retry: bool = True
 ) -> dict[str, Any]:
-    """Generate an answer from ``documents`` and cite the ones it used."""
+    """Generate an answer from ``documents`` and cite the ones it used. With ``retry``, a
+    second generation is told it is one (the extractive generator then avoids the sentences
+    it quoted before); a draft over new evidence is a first attempt again."""
     question = original_question(state)
     attempt = state.get("generation_attempts", 0) + 1
     with metered() as meter:
         generator = await generator_for(context)
-        answer = await generator.generate(question, documents, attempt)
+        answer = await generator.generate(question, documents, attempt if retry else 1)
     text, kind = answer.text, answer.kind
     if not documents and kind == "extractive":
         reason = state["steps"][-1]["summary"] if state.get("steps") else "no retrieval"

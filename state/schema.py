@@ -176,6 +176,8 @@ class RAGState(TypedDict, total=False):
     route: Complexity
     """Where the adaptive strategy sent the question."""
     clarifications: int
+    query_kind: QueryKind
+    """Iterative: how the current query was made."""
     rounds: Annotated[list[Round], append_items]
     """Iterative retrieval's rounds, in order."""
     reading: Annotated[list[Reading], append_items]
