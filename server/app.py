@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, UploadFile
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from starlette.datastructures import UploadFile as StarletteUploadFile
 
@@ -64,6 +65,7 @@ class RunCreate(BaseModel):
     on_disconnect: Literal["cancel", "continue"] = "cancel"
     on_completion: Literal["delete", "keep"] | None = None
     if_not_exists: Literal["reject", "create"] = "reject"
+    stream_subgraphs: bool = False
     model_config = {"extra": "allow"}  # SDK fields we accept and ignore (webhook, feedback_keys…)
 
     @field_validator("stream_mode")
@@ -232,6 +234,9 @@ class BodySizeLimit:
 # ---------------------------------------------------------------- the app
 
 
+STATIC_DIR = Path(__file__).parent / "static"
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The service. ``settings`` governs the service's own state (auth, limits, the thread
     table, checkpoints); knowledge bases and models are read by the graphs from the process
@@ -278,6 +283,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
     register_routes(app)
+    # The page at / is a reference client of the API above; its files ship in the package.
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
     return app
 
 
@@ -501,6 +513,7 @@ def register_routes(app: FastAPI) -> None:
             metadata=body.metadata or {},
             multitask_strategy=body.multitask_strategy,
             delete_thread_after=temporary and body.on_completion != "keep",
+            stream_subgraphs=body.stream_subgraphs,
         )
         return await runs(request).start(spec)
 

@@ -56,6 +56,7 @@ class RunSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
     multitask_strategy: MultitaskStrategy = "reject"
     delete_thread_after: bool = False
+    stream_subgraphs: bool = False
 
 
 @dataclass
@@ -149,14 +150,18 @@ class RunManager:
             await self.store.update_thread(spec.thread_id, status="busy", graph_id=spec.graph_id)
             await self.store.set_run_status(active.run_id, "running")
             active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
-            async for mode, chunk in graph.astream(
+            async for item in graph.astream(
                 self._graph_input(spec),
                 self._config(spec),
                 context=spec.context,
                 stream_mode=sorted({STREAM_MODES[mode] for mode in spec.stream_modes}),
+                subgraphs=spec.stream_subgraphs,
                 durability="sync",
             ):
-                active.publish(mode, jsonable(chunk))
+                namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
+                # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
+                event = "|".join([mode, *namespace])
+                active.publish(event, jsonable(chunk))
         except asyncio.CancelledError:
             status = "interrupted"
         except Exception as exc:  # a failing run is reported to the client, never re-raised
