@@ -1,0 +1,153 @@
+"""End to end: the page at / in headless Chromium (Debian's package) driven by Playwright.
+
+No browser is downloaded: Playwright launches /usr/bin/chromium (installed by .ci/run).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, async_playwright, expect
+
+from tests.server.conftest import running_server
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Records every node the graph marks active, in order, as the page updates the SVG.
+WATCH_ACTIVE = """() => {
+  window.activeTrail = [];
+  new MutationObserver((changes) => {
+    for (const change of changes) {
+      const node = change.target;
+      if (node.classList && node.classList.contains("active")) {
+        const id = node.getAttribute("data-node");
+        if (window.activeTrail[window.activeTrail.length - 1] !== id) window.activeTrail.push(id);
+      }
+    }
+  }).observe(document.querySelector("#graph"), {
+    subtree: true, attributes: true, attributeFilter: ["class"],
+  });
+}"""
+
+
+@pytest.fixture
+async def browser(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: apt-get install chromium chromium-driver")
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            args=FLAGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
+        yield context
+        await context.close()
+
+
+async def ask(page: Page, strategy: str, question: str) -> None:
+    await page.select_option("#strategy", strategy)
+    await expect(page.locator("#graph svg [data-node='prepare']")).to_be_visible()
+    await page.evaluate(WATCH_ACTIVE)
+    await page.fill("#question", question)
+    await page.press("#question", "Enter")
+
+
+def step_nodes(page: Page):
+    return page.locator("#steps li.step").evaluate_all("rows => rows.map(r => r.dataset.node)")
+
+
+async def test_a_question_runs_live_with_graph_steps_and_sourced_answer(browser, tmp_path):
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await page.goto(url)
+        await expect(page.locator("#kb option")).to_have_count(1)
+        await ask(page, "self_rag", "What does CRAG do when retrieval is incorrect?")
+
+        await expect(page.locator("#facts")).to_contain_text("answered", timeout=60_000)
+        assert await step_nodes(page) == [
+            "prepare",
+            "decide_retrieval",
+            "retrieve",
+            "grade_documents",
+            "generate",
+            "grade_generation",
+            "finish",
+        ]
+        grading = page.locator("#steps li.step[data-node='grade_documents']")
+        await expect(grading).to_contain_text("relevant → generate")
+        await expect(grading.locator(".custom").first).to_contain_text("score=")
+        await grading.locator("summary").click()
+        await expect(grading.locator("pre")).to_contain_text('"doc_grades"')
+
+        trail = await page.evaluate("window.activeTrail")
+        assert trail[:3] == ["prepare", "decide_retrieval", "retrieve"] and trail[-1] == "finish"
+        visited = page.locator("#graph [data-node='grade_generation']")
+        await expect(visited).to_have_class("node visited")  # active moved on to finish
+        await expect(page.locator("#graph path.taken")).to_have_count(8)
+
+        await expect(page.locator("#answer")).to_contain_text("Corrective")
+        await expect(page.locator("#sources li").first).to_contain_text("sample:corrective-rag")
+        await expect(page.locator("#facts")).to_contain_text("LLM calls")
+        await expect(page.locator("#threads")).to_contain_text("What does CRAG do")
+        shot = tmp_path / "reflexrag-page.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        assert errors == []
+
+
+async def test_a_loop_shows_visit_counts(browser, tmp_path):
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await ask(page, "self_rag", "Who won the 1998 FIFA World Cup final?")
+        await expect(page.locator("#facts")).to_contain_text(
+            "max_retrieval_attempts", timeout=60_000
+        )
+        retrieve = page.locator("#graph [data-node='retrieve']")
+        await expect(retrieve).to_have_attribute("data-visits", "4")
+        await expect(page.locator("#graph [data-edge='transform_query->retrieve']")).to_have_class(
+            "edge taken"
+        )
+        await expect(page.locator("#answer")).to_have_class("answer not-found")
+
+
+async def test_a_clarifying_question_is_asked_and_the_thread_resumes(browser, tmp_path):
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await ask(page, "adaptive", "What does it do?")
+        await expect(page.locator("#clarify-form")).to_be_visible(timeout=60_000)
+        await expect(page.locator("#clarify-question")).to_contain_text('"it"')
+        await page.fill("#clarify-reply", "Self-RAG")
+        await page.press("#clarify-reply", "Enter")
+        await expect(page.locator("#facts")).to_contain_text("single_step", timeout=60_000)
+        nodes = await step_nodes(page)
+        assert nodes[:2] == ["prepare", "classify_complexity"]
+        assert "clarify" in nodes and nodes[-1] == "finish"
+        await expect(page.locator("#clarify-form")).to_be_hidden()
+        await expect(page.locator("#threads li")).to_have_count(1)  # one thread, resumed
+
+
+async def test_errors_read_as_messages_and_an_api_key_fixes_them(browser, tmp_path):
+    async with running_server(tmp_path / "data", api_key="sesame") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await expect(page.locator("#banner")).to_contain_text("401")
+        await page.fill("#api-key", "sesame")
+        await page.press("#api-key", "Tab")  # change event: reload with the key
+        await expect(page.locator("#banner")).to_be_hidden()
+        await expect(page.locator("#strategy option")).not_to_have_count(0)
