@@ -8,7 +8,6 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from graphs import STRATEGIES, Strategy
 from tests.server.conftest import running_server
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
@@ -172,30 +171,39 @@ async def test_disconnect_cancels_the_run(base_url, slow_nodes):
     assert run["status"] == "interrupted"
 
 
-async def test_interrupt_asks_back_and_resume_continues_the_thread(base_url, monkeypatch):
-    monkeypatch.setitem(
-        STRATEGIES, "ask_back", Strategy("ask_back", "tests.server.ask_back_graph", "test only")
-    )
+async def test_adaptive_asks_back_and_resume_continues_the_thread(base_url):
     client = get_client(url=base_url)
     thread = await client.threads.create()
     chunks = [
         c
         async for c in client.runs.stream(
             thread["thread_id"],
-            "ask_back",
+            "adaptive",
             input={"question": "这个API有什么限制？"},
             stream_mode=["values", "updates"],
         )
     ]
     interrupted = [c.data for c in chunks if c.event == "updates" and "__interrupt__" in c.data]
-    assert interrupted[0]["__interrupt__"][0]["value"] == {"question": "Which API do you mean?"}
+    asked = interrupted[0]["__interrupt__"][0]["value"]
+    assert "这个API" in asked["question"] and asked["original_question"] == "这个API有什么限制？"
     assert (await client.threads.get(thread["thread_id"]))["status"] == "interrupted"
-    result = await client.runs.wait(
-        thread["thread_id"], "ask_back", command={"resume": "the search API"}
-    )
-    assert result["question"] == "这个API有什么限制？ (the search API)"
+    resumed = [
+        c
+        async for c in client.runs.stream(
+            thread["thread_id"],
+            "adaptive",
+            command={"resume": "Chroma"},
+            stream_mode=["updates"],
+            stream_subgraphs=True,
+        )
+    ]
+    events = [c.event for c in resumed]
+    assert any(e.startswith("updates|single_step:") for e in events), events
+    outer = [node for c in resumed if c.event == "updates" for node in c.data]
+    assert outer[:2] == ["clarify", "classify_complexity"] and outer[-1] == "single_step"
     state = await client.threads.get_state(thread["thread_id"])
-    assert state["next"] == [] and state["tasks"] == []
+    assert state["values"]["original_question"] == "这个API有什么限制？ (Chroma)"
+    assert state["next"] == [] and state["tasks"] == [] and state["values"]["stop_reason"]
 
 
 async def test_knowledge_base_routes(base_url):
