@@ -163,9 +163,9 @@ async def prepare(state: RAGState) -> dict[str, Any]:
     resets = {
         key: value
         for key, value in _FRESH_QUESTION.items()
-        # A subgraph starts empty: writing only what is set keeps it from clearing the
-        # parent's fields (an adaptive run's route and complexity) on the way out.
-        if state.get(key) not in (None, "", 0, [], {})
+        # A subgraph starts with only the question: writing only what is set keeps it from
+        # clearing the parent's fields (an adaptive run's route and complexity) on the way out.
+        if state.get(key) is not None
     }
     return {
         **history,

@@ -344,6 +344,7 @@ def register_routes(app: FastAPI) -> None:
             "version": VERSION,
             "flags": {"assistants": True, "crons": False, "langsmith": False},
             "strategies": list(STRATEGIES),
+            "default_kb": get_settings().default_kb,
         }
 
     # -- assistants

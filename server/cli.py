@@ -98,7 +98,7 @@ def _print_result(result: Any) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from providers.checkpointer import open_checkpointer
-    from server.runs import run_question
+    from server.runs import NothingToResumeError, run_question
 
     question = (args.question or "").strip()
     if args.reply is not None and not args.thread:
@@ -117,15 +117,18 @@ async def _ask(args: argparse.Namespace) -> int:
     reply = args.reply
     async with open_checkpointer() as checkpointer:
         while True:
-            result = await run_question(
-                args.strategy,
-                question if reply is None else None,
-                context,
-                checkpointer=checkpointer,
-                thread_id=args.thread,
-                resume=reply,
-                on_update=show,
-            )
+            try:
+                result = await run_question(
+                    args.strategy,
+                    question if reply is None else None,
+                    context,
+                    checkpointer=checkpointer,
+                    thread_id=args.thread,
+                    resume=reply,
+                    on_update=show,
+                )
+            except NothingToResumeError as exc:
+                raise CLIError(str(exc)) from None
             args.thread = result.thread_id
             if not result.interrupted or args.no_input:
                 break

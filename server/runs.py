@@ -23,6 +23,10 @@ from state import Context
 NodeUpdateHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 
 
+class NothingToResumeError(ValueError):
+    """A reply was given for a thread with no run waiting for one."""
+
+
 @dataclass
 class RunResult:
     answer: str
@@ -142,6 +146,8 @@ async def run_question(
         config["configurable"] = {"thread_id": thread_id}
     if recursion_limit:
         config["recursion_limit"] = recursion_limit
+    if resume is not None and not (await graph.aget_state(config)).interrupts:
+        raise NothingToResumeError(f"thread {thread_id} has no run waiting for a reply")
     started = time.perf_counter()
     values: dict[str, Any] = {}
     paused: list[Any] = []

@@ -79,9 +79,15 @@ def test_end_of_input_leaves_the_run_paused(capsys, monkeypatch):
     assert "Needs clarification:" in out and "--reply" in out
 
 
-def test_reply_needs_a_thread(capsys):
+def test_reply_needs_a_thread_with_a_paused_run(capsys):
     assert main(["ask", "--strategy", "adaptive", "--reply", "Chroma"]) == 2
     assert "--thread" in capsys.readouterr().err
+    assert main(["ask", "--strategy", "adaptive", "--thread", "never-made", "--reply", "x"]) == 2
+    assert "no run waiting for a reply" in capsys.readouterr().err
+    done = ask(capsys, "What is Self-RAG?", "--strategy", "adaptive")
+    argv = ["ask", "--strategy", "adaptive", "--thread", done["thread_id"], "--reply", "x"]
+    assert main(argv) == 2
+    assert "no run waiting for a reply" in capsys.readouterr().err
 
 
 def test_skip_reading_reports_its_skip_rate(capsys):

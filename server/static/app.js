@@ -542,9 +542,10 @@ async function start() {
   $("strategy").replaceChildren(
     ...page.assistants.map((a) => new Option(a.graph_id, a.graph_id, false, a.graph_id === "self_rag")),
   );
-  const kbs = await api("/kb");
-  const names = (kbs.knowledge_bases || kbs || []).map((kb) => (typeof kb === "string" ? kb : kb.name));
-  $("kb").replaceChildren(...names.map((name) => new Option(name, name)));
+  const [names, info] = await Promise.all([api("/kb"), api("/info")]);
+  $("kb").replaceChildren(
+    ...names.map((name) => new Option(name, name, false, name === info.default_kb)),
+  );
   await loadGraph($("strategy").value);
   showError("");
   await refreshThreads();
