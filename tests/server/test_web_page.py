@@ -151,3 +151,46 @@ async def test_errors_read_as_messages_and_an_api_key_fixes_them(browser, tmp_pa
         await page.press("#api-key", "Tab")  # change event: reload with the key
         await expect(page.locator("#banner")).to_be_hidden()
         await expect(page.locator("#strategy option")).not_to_have_count(0)
+
+
+WATCH_TOKENS = """() => {
+  window.tokenTexts = [];
+  new MutationObserver(() => {
+    const tokens = document.querySelector("#answer .tokens");
+    if (tokens) window.tokenTexts.push(tokens.textContent);
+  }).observe(document.querySelector("#answer"), {
+    subtree: true, childList: true, characterData: true,
+  });
+}"""
+
+
+async def test_generator_tokens_appear_as_they_stream(browser, tmp_path, monkeypatch):
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+    from nodes.judges.llm import LLMGenerator, LLMJudge
+    from providers.settings import get_settings
+
+    yes = '{"binary_score": "yes"}'
+    replies = ['{"retrieve": "yes"}', *[yes] * 4, '{"level": "fully"}', yes]
+    grader = GenericFakeChatModel(messages=iter([AIMessage(r) for r in replies]))
+    answer = "CRAG rewrites the query and falls back to web search [1]."
+    writer = GenericFakeChatModel(messages=iter([AIMessage(answer)]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: LLMJudge(grader))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: LLMGenerator(writer))
+    monkeypatch.setattr(get_settings(), "judge_backend", "fake")
+    monkeypatch.setattr(get_settings(), "generator_backend", "fake")
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await expect(page.locator("#strategy option")).not_to_have_count(0)
+        await page.evaluate(WATCH_TOKENS)
+        await ask(page, "self_rag", "What does CRAG do when retrieval is incorrect?")
+        await expect(page.locator("#facts")).to_contain_text("answered", timeout=60_000)
+        seen = await page.evaluate("window.tokenTexts")
+        partial = [text for text in dict.fromkeys(seen) if text and text != answer]
+        assert partial and all(answer.startswith(text) for text in partial), seen
+        await expect(page.locator("#answer")).to_have_text(answer)
+        facts = await page.locator("#facts").inner_text()
+        assert "LLM calls\n8" in facts
