@@ -46,7 +46,6 @@ async def classify_complexity(state: RAGState, runtime: Runtime[Context]) -> dic
     return {
         **update,
         "complexity": info,
-        "route": verdict.level,
         "steps": step("classify_complexity", f"{verdict.level}{flag}: {verdict.reason}"),
         "usage": meter.counts,
     }
@@ -61,11 +60,13 @@ async def clarify(state: RAGState) -> dict[str, Any]:
         reply = reply.get("answer") or reply.get("reply") or ""
     reply = str(reply or "").strip()
     clarified = _with_reply(question, reply)
+    # The reply resolves the reference for the classifier, as an earlier question would.
+    history = {"history": [*(state.get("history") or []), reply]} if reply else {}
     return {
+        **history,
         "question": clarified,
         "original_question": clarified,
         "clarifications": state.get("clarifications", 0) + 1,
-        "history": [*(state.get("history") or []), reply] if reply else state.get("history", []),
         "steps": step("clarify", f"{asked} → {reply!r}"),
     }
 

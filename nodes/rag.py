@@ -140,7 +140,6 @@ _FRESH_QUESTION: dict[str, Any] = {
     "knowledge_strips": [],
     "stop_reason": None,
     "complexity": None,
-    "route": None,
     "clarifications": 0,
     "query_kind": None,
     "rounds": RESET,

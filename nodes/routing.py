@@ -105,8 +105,8 @@ def route_by_complexity(
     complexity = state.get("complexity") or {}
     if complexity.get("ambiguous") and not state.get("clarifications"):
         return "clarify" if context_of(runtime).ask_back else "needs_clarification"
-    route = state.get("route") or "single_step"
-    return "answer_directly" if route == "no_retrieval" else route
+    level = complexity.get("level", "single_step")
+    return "answer_directly" if level == "no_retrieval" else level
 
 
 def route_after_round_retrieval(state: RAGState) -> Literal["grade_round", "finish", "give_up"]:

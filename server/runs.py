@@ -102,7 +102,7 @@ def _result_from_state(
         llm_calls=sum(v for k, v in usage.items() if k.startswith("llm.")),
         elapsed_s=round(elapsed, 3),
         thread_id=thread_id,
-        route=values.get("route"),
+        route=(values.get("complexity") or {}).get("level"),
         complexity=values.get("complexity"),
         rounds=[
             {key: value for key, value in r.items() if key != "draft"}

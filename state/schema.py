@@ -173,8 +173,7 @@ class RAGState(TypedDict, total=False):
     history: list[str]
     """Earlier questions of this thread, newest last: what "this" or "it" can refer to."""
     complexity: ComplexityInfo
-    route: Complexity
-    """Where the adaptive strategy sent the question."""
+    """Adaptive: the classifier's verdict; its level is the route taken."""
     clarifications: int
     query_kind: QueryKind
     """Iterative: how the current query was made."""

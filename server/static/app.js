@@ -300,7 +300,7 @@ function showFinal(values, elapsedSeconds) {
   const usage = values.usage || {};
   const llmCalls = Object.entries(usage).filter(([k]) => k.startsWith("llm.")).reduce((n, [, v]) => n + v, 0);
   fact(facts, "stop reason", values.stop_reason);
-  fact(facts, "route", values.route);
+  fact(facts, "route", values.complexity && values.complexity.level);
   fact(facts, "rounds", values.rounds && values.rounds.length ? values.rounds.length : null);
   fact(facts, "query rewrites", values.query_rewrites ?? 0);
   fact(facts, "regenerations", Math.max(0, (values.generation_attempts || 0) - 1));
