@@ -49,3 +49,14 @@ async def test_malformed_grader_output_counts_as_negative_and_is_metered():
 async def test_unparseable_router_verdict_retrieves():
     decision = await LLMJudge(fake("hmm")).needs_retrieval("Who founded Tesla?", [])
     assert decision.needed is True
+
+
+async def test_unreadable_round_scores_and_levels_fall_back_safely():
+    judge = LLMJudge(fake("I think it is fine", "complex, maybe", "multi_step for sure"))
+    scores = await judge.assess_round("q", "draft", [], [])
+    # Neither complete (stop early) nor hopeless: the round limit decides.
+    assert (scores.relevance, scores.completeness, scores.quality) == (5, 5, 5)
+    unreadable = await judge.classify_complexity("Who directed Jaws?")
+    assert unreadable.level == "single_step" and not unreadable.ambiguous
+    keyword = await judge.classify_complexity("Compare Jaws and Alien")
+    assert keyword.level == "multi_step" and keyword.features["comparison"]
