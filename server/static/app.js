@@ -303,7 +303,11 @@ function showFinal(values, elapsedSeconds) {
   fact(facts, "route", values.complexity && values.complexity.level);
   fact(facts, "rounds", values.rounds && values.rounds.length ? values.rounds.length : null);
   fact(facts, "query rewrites", values.query_rewrites ?? 0);
-  fact(facts, "regenerations", Math.max(0, (values.generation_attempts || 0) - 1));
+  const drafts = values.rounds && values.rounds.length;
+  // Iterative retrieval drafts once per round; elsewhere every generation after the first
+  // is a regeneration.
+  if (drafts) fact(facts, "drafts", values.generation_attempts || 0);
+  else fact(facts, "regenerations", Math.max(0, (values.generation_attempts || 0) - 1));
   fact(facts, "web searches", values.web_searches ?? 0);
   fact(facts, "CRAG action", values.crag_action);
   fact(facts, "skip rate", values.skip_rate);
