@@ -80,7 +80,7 @@ async def test_skip_reading_reads_few_candidates_and_keeps_the_gold_one(question
         def __init__(self, context):
             self.context = context
 
-    skipped = read = gold_read = gold_top4 = read_gold_docs = 0
+    skipped = read = gold_read = gold_top4 = read_gold_docs = top4_gold_chunks = 0
     for item in answerable:
         state = {"question": item.question, "original_question": item.question}
         update = await retrieve(state, Runtime(context))
@@ -91,16 +91,18 @@ async def test_skip_reading_reads_few_candidates_and_keeps_the_gold_one(question
         gold_read += bool(read_docs & set(item.gold_doc_ids))
         read_gold_docs += sum(gold_doc(i) in item.gold_doc_ids for i in reading["read"])
         baseline = await retrieve(state, Runtime(plain))
-        gold_top4 += bool(
-            {gold_doc(i) for i in baseline["last_retrieved_ids"]} & set(item.gold_doc_ids)
-        )
+        top4 = [gold_doc(i) for i in baseline["last_retrieved_ids"]]
+        gold_top4 += bool(set(top4) & set(item.gold_doc_ids))
+        top4_gold_chunks += sum(doc in item.gold_doc_ids for doc in top4)
     measured = {
         "skip_rate": round(skipped / (read + skipped), 3),
         "chunks_read_per_question": round(read / len(answerable), 2),
         "questions_with_gold_read": round(gold_read / len(answerable), 3),
         "read_chunks_that_are_gold": round(read_gold_docs / read, 3),
         "questions_with_gold_in_plain_top4": round(gold_top4 / len(answerable), 3),
+        "plain_top4_chunks_that_are_gold": round(top4_gold_chunks / (4 * len(answerable)), 3),
     }
     print(f"skip reading (initial_k=12, top_k=4): {measured}")
     assert measured["skip_rate"] >= 0.6
     assert measured["questions_with_gold_read"] >= 0.9
+    assert measured["read_chunks_that_are_gold"] > measured["plain_top4_chunks_that_are_gold"]
