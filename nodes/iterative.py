@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
 from nodes.judges.usage import metered
 from nodes.rag import (
     answer_from,
     context_of,
-    generation_context,
     grade_chunks,
     judge_for,
     original_question,
@@ -38,6 +38,14 @@ def _round_relevant_ids(state: RAGState) -> list[str]:
     return [i for i in state.get("last_retrieved_ids") or [] if grades.get(i, {}).get("relevant")]
 
 
+def gathered_documents(state: RAGState) -> list[Document]:
+    """Every round's relevant chunks so far, this round's included, in round order."""
+    by_id = {doc.id: doc for doc in state.get("documents") or []}
+    earlier = (i for r in state.get("rounds") or [] for i in r["relevant_ids"])
+    wanted = dict.fromkeys([*earlier, *_round_relevant_ids(state)])
+    return [by_id[i] for i in wanted if i in by_id]
+
+
 async def retrieve_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Fetch chunks for this round's query, leaving out the evidence already gathered (a chunk
     an earlier round found irrelevant may well be relevant to this round's query)."""
@@ -56,10 +64,7 @@ async def grade_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, A
 async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Answer from every round's relevant chunks so far, this round's included."""
     context = context_of(runtime)
-    gathered = generation_context(state, context)
-    by_id = {doc.id: doc for doc in state.get("documents") or []}
-    fresh = [by_id[i] for i in _round_relevant_ids(state) if i in by_id]
-    documents = list({doc.id: doc for doc in [*gathered, *fresh]}.values())
+    documents = gathered_documents(state)
     if not documents:
         return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
     update = await answer_from(state, context, documents, retry=False)
@@ -72,21 +77,18 @@ async def assess_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     rounds = state.get("rounds") or []
     by_id = {doc.id: doc for doc in state.get("documents") or []}
     round_documents = [by_id[i] for i in state.get("last_retrieved_ids") or [] if i in by_id]
-    relevant_ids = _round_relevant_ids(state)
-    gathered_ids = dict.fromkeys([*(i for r in rounds for i in r["relevant_ids"]), *relevant_ids])
-    gathered = [by_id[i] for i in gathered_ids if i in by_id]
     draft = state.get("generation") or ""
     with metered() as meter:
         judge = await judge_for(context)
         scores = await judge.assess_round(
-            original_question(state), draft, round_documents, gathered
+            original_question(state), draft, round_documents, gathered_documents(state)
         )
     record = Round(
         round=len(rounds) + 1,
         query=state["question"],
         query_kind=state.get("query_kind") or "question",
         retrieved_ids=[str(doc.id) for doc in round_documents],
-        relevant_ids=relevant_ids,
+        relevant_ids=_round_relevant_ids(state),
         draft=draft,
         relevance=scores.relevance,
         completeness=scores.completeness,

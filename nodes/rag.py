@@ -109,11 +109,6 @@ def generation_context(state: RAGState, context: Context) -> list[Document]:
     """CRAG's refined strips; else relevant graded documents; else the last retrieval (naive)."""
     if state.get("knowledge_strips"):
         return list(state["knowledge_strips"])
-    if state.get("rounds"):
-        # Iterative retrieval answers from every round's relevant chunks, in round order.
-        by_id = {doc.id: doc for doc in state.get("documents") or []}
-        wanted = dict.fromkeys(i for r in state["rounds"] for i in r["relevant_ids"])
-        return [by_id[i] for i in wanted if i in by_id]
     if state.get("doc_grades"):
         return graded_documents(state)[: context.max_context_docs]
     wanted = state.get("last_retrieved_ids") or []

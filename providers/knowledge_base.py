@@ -241,7 +241,9 @@ class KnowledgeBase:
             return self._fetch(order, vector)
         # Scores, unlike ranks, keep how far apart candidates are: fixture MRR@10 rose from
         # 0.984/0.977 (RRF, en/zh) to 0.984/0.992, above both single modes in both languages.
-        pool = self._fetch(list(dict.fromkeys([*dense_ids, *(i for i, _ in lexical)])), vector)
+        # Dense hits arrive with text and cosine; only BM25-only hits need fetching.
+        seen = set(dense_ids)
+        pool = [*dense, *self._fetch([i for i, _ in lexical if i not in seen], vector)]
         best_bm25 = max((score for _, score in lexical), default=0.0) or 1.0
         bm25 = dict(lexical)
         cosine = rescale_cosine([doc.metadata["score"] for doc in pool])
