@@ -284,7 +284,7 @@ class LocalJudge:
         """Expanded: names the draft brought in (the bridge to the next hop), then what is
         still missing, then the question. Alternative: the missing terms first, then the rest
         of the question. (On the fixture's multi-hop questions, leading with the draft's names
-        got both gold passages for 7/10 vs 6/10 with its other words too.)"""
+        got both gold passages for 6/10 vs 5/10 with its other words too.)"""
         record(self.backend, "rewriter")
         question_words = keywords(question)
         if kind == "expanded":

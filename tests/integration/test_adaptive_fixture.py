@@ -45,11 +45,12 @@ async def test_iterative_gathers_both_passages_of_multi_hop_questions_more_often
             context = Context.from_overrides({"kb": "fixture-corpus", **extra})
             result = await run_question(strategy, item.question, context)
             both += set(item.gold_doc_ids) <= set(result.context_doc_ids)
-        recall[label] = both / len(multi_hop)
-    print(f"multi-hop questions with both gold passages in the final context: {recall}")
-    assert recall["iterative"] >= recall["self_rag"] + 0.1
+        recall[label] = both
+    print(f"multi-hop questions (of 10) with both gold passages in the final context: {recall}")
+    # Counts, not fractions: 0.5 + 0.1 >= 0.6 should not hang on float rounding.
+    assert recall["iterative"] >= recall["self_rag"] + 1
     assert recall["iterative_fixed"] >= recall["iterative"]
-    assert recall["iterative"] >= 0.6
+    assert recall["iterative"] >= 6
 
 
 async def test_complexity_classifier_on_the_fixture(questions):
