@@ -20,6 +20,7 @@ from providers.loaders import ensure_sample_kb
 from providers.settings import get_settings
 from providers.text import is_chinese
 from state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
+from state.context import check_question
 
 NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
@@ -50,7 +51,7 @@ def _open_knowledge_base(name: str) -> KnowledgeBase:
     # The default KB is seeded with the bundled samples wherever a graph runs (CLI, our
     # server, LangGraph Studio), so a fresh install answers questions out of the box.
     ensure_sample_kb(name)
-    return get_knowledge_base(name)
+    return get_knowledge_base(name, create=False)
 
 
 async def knowledge_base(context: Context) -> KnowledgeBase:
@@ -147,9 +148,7 @@ _FRESH_QUESTION: dict[str, Any] = {
 
 async def prepare(state: RAGState) -> dict[str, Any]:
     """Start a question: reset per-question fields so one thread can hold many questions."""
-    question = state["question"].strip()
-    if not question:
-        raise ValueError("the question is empty")
+    question = check_question(state["question"])
     previous = state.get("original_question")
     # Written only when there is something to add, so a subgraph's own prepare (which sees
     # no earlier question) never wipes the thread's history.

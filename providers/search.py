@@ -17,7 +17,7 @@ from typing import Protocol
 import httpx
 from langchain_core.documents import Document
 
-from providers.knowledge_base import get_knowledge_base
+from providers.knowledge_base import UnknownKnowledgeBaseError, get_knowledge_base
 from providers.settings import get_settings
 
 
@@ -41,7 +41,8 @@ def web_document(url: str, title: str, text: str, score: float = 0.0) -> Documen
 
 
 class LocalWebSearch:
-    """A knowledge base searched like a web index (offline stand-in for the internet)."""
+    """A knowledge base searched like a web index (offline stand-in for the internet); when
+    that knowledge base does not exist the "web" finds nothing."""
 
     name = "local"
 
@@ -49,7 +50,10 @@ class LocalWebSearch:
         self.kb_name = kb_name
 
     async def search(self, query: str, k: int) -> list[Document]:
-        kb = await asyncio.to_thread(get_knowledge_base, self.kb_name)
+        try:
+            kb = await asyncio.to_thread(get_knowledge_base, self.kb_name, False)
+        except UnknownKnowledgeBaseError:
+            return []
         documents = await asyncio.to_thread(kb.search, query, k)
         for doc in documents:
             doc.metadata["origin"] = "web"

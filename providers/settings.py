@@ -6,12 +6,16 @@ Settings say *where things are* (data dir, model servers, keys). Per-run knobs s
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+"""Knowledge base names: also Chroma collection and file name parts, so kept plain."""
 
 
 class Settings(BaseSettings):
@@ -63,6 +67,9 @@ class Settings(BaseSettings):
     allow_private_urls: bool = Field(
         default=False, description="Let URL ingestion fetch loopback/private addresses."
     )
+    url_fetch_deadline_s: float = Field(
+        default=20.0, description="Total time allowed to fetch one URL (each read at most 5 s)."
+    )
     search_provider: Literal["local", "tavily", "duckduckgo", "searxng"] = Field(
         default="local",
         description="Web search for CRAG; local = a separate collection (offline default).",
@@ -83,6 +90,10 @@ class Settings(BaseSettings):
     @property
     def chroma_dir(self) -> Path:
         return self.data_dir / "chroma"
+
+    @property
+    def lexical_index_path(self) -> Path:
+        return self.data_dir / "lexical.sqlite"
 
     @property
     def embedding_cache_path(self) -> Path:

@@ -98,14 +98,26 @@ def _print_result(result: Any) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from providers.checkpointer import open_checkpointer
+    from providers.knowledge_base import list_knowledge_bases
+    from providers.settings import get_settings
     from server.runs import NothingToResumeError, run_question
+    from state.context import check_question
 
-    question = (args.question or "").strip()
+    question = args.question or ""
     if args.reply is not None and not args.thread:
         raise CLIError("--reply resumes a paused run: name its thread with --thread")
-    if not question and args.reply is None:
-        raise CLIError("the question is empty")
+    if args.reply is None:
+        try:
+            question = check_question(question)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     context = _context(args)
+    known = list_knowledge_bases()
+    if context.kb != get_settings().default_kb and context.kb not in known:
+        raise CLIError(
+            f"unknown knowledge base {context.kb!r}; known: {', '.join(known) or 'none'} "
+            "(create one with reflexrag ingest --kb NAME)"
+        )
 
     def show(node: str, update: dict[str, Any]) -> None:
         if args.json:
@@ -154,24 +166,27 @@ def _prompt(question: str) -> str | None:
 def _ingest(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from providers.knowledge_base import get_knowledge_base
+    from providers.knowledge_base import exclusive_writer, get_knowledge_base, validate_kb_name
     from providers.loaders import load_sources, sample_kb_documents
     from providers.settings import get_settings
 
-    kb = get_knowledge_base(args.kb)
     if not args.paths and not args.sample:
         raise CLIError("name at least one PATH or URL, or --sample")
-    allow_private = get_settings().allow_private_urls
-    documents = load_sources(args.paths, allow_private)
+    settings = get_settings()
+    validate_kb_name(args.kb or settings.default_kb)
+    # Every input is read and checked before the embedding model loads or anything is stored.
+    documents = load_sources(args.paths, settings.allow_private_urls)
     documents += sample_kb_documents() if args.sample else []
-    with tqdm(
-        total=len(documents),
-        desc=f"ingest → {kb.name}",
-        unit="doc",
-        file=sys.stderr,
-        disable=args.quiet,
-    ) as bar:
-        report = kb.add(documents, progress=bar.update)
+    with exclusive_writer(settings.data_dir, "reflexrag ingest"):
+        kb = get_knowledge_base(args.kb)
+        with tqdm(
+            total=len(documents),
+            desc=f"ingest → {kb.name}",
+            unit="doc",
+            file=sys.stderr,
+            disable=args.quiet,
+        ) as bar:
+            report = kb.add(documents, progress=bar.update)
     print(
         f"{kb.name}: {report.added_documents} added, {report.replaced_documents} replaced, "
         f"{report.unchanged_documents} unchanged ({report.added_chunks} new chunks; "

@@ -3,13 +3,16 @@
 Every run publishes LangGraph Server's events (``metadata``, one per requested stream mode,
 ``error``, ``end``) into its own buffer, so a streaming client, a ``join`` and a late
 ``join_stream`` all see the same sequence. A thread runs one thing at a time; what a second
-run does depends on its ``multitask_strategy``.
+run does depends on its ``multitask_strategy``. Runs execute in this process, so the
+busy-check and the registration of a new run happen with no ``await`` between them: two
+simultaneous requests can never both find the thread idle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,7 +36,7 @@ STREAM_MODES = {
     "messages-tuple": "messages",
     "debug": "debug",
 }
-MultitaskStrategy = Literal["reject", "interrupt", "enqueue"]
+MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 
 
 class RunConflictError(Exception):
@@ -45,6 +48,8 @@ class RunSpec:
     """Everything needed to execute one run, already validated."""
 
     thread_id: str
+    graph_thread: str
+    """The thread's key in the checkpointer (owner-qualified under API keys)."""
     graph_id: str
     owner: str
     input: dict[str, Any] | None
@@ -68,6 +73,8 @@ class ActiveRun:
     task: asyncio.Task[None] | None = None
     final_values: dict[str, Any] | None = None
     error: dict[str, str] | None = None
+    start_checkpoint_id: str | None = None
+    """The thread's checkpoint when this run began: where a rollback returns to."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -105,24 +112,39 @@ class RunManager:
         for run_id in finished[: max(0, len(finished) - keep)]:
             del self.active[run_id]
 
-    def busy(self, thread_id: str) -> ActiveRun | None:
-        current = self.by_thread.get(thread_id)
+    def busy(self, graph_thread: str) -> ActiveRun | None:
+        current = self.by_thread.get(graph_thread)
         return current if current and not current.finished.is_set() else None
 
     async def start(self, spec: RunSpec) -> ActiveRun:
         """Create the run record and start it (or queue it behind the thread's current run)."""
-        previous = self.busy(spec.thread_id)
+        # Check and claim the thread in one step (no await in between).
+        previous = self.busy(spec.graph_thread)
         if previous and spec.multitask_strategy == "reject":
             raise RunConflictError(
                 f"thread {spec.thread_id} already has run {previous.run_id} in progress; "
                 "wait for it, cancel it, or use multitask_strategy 'enqueue' or 'interrupt'"
             )
-        run = await self.store.create_run(
-            spec.thread_id, spec.graph_id, spec.owner, spec.metadata, spec.multitask_strategy
-        )
-        active = ActiveRun(run=run, spec=spec)
-        self.active[active.run_id] = active
-        self.by_thread[spec.thread_id] = active
+        run_id = str(uuid.uuid4())
+        active = ActiveRun(run={"run_id": run_id}, spec=spec)
+        self.active[run_id] = active
+        self.by_thread[spec.graph_thread] = active
+        try:
+            active.run = await self.store.create_run(
+                run_id,
+                spec.thread_id,
+                spec.graph_id,
+                spec.owner,
+                spec.metadata,
+                spec.multitask_strategy,
+            )
+        except BaseException:
+            del self.active[run_id]
+            if previous is not None:
+                self.by_thread[spec.graph_thread] = previous
+            else:
+                self.by_thread.pop(spec.graph_thread, None)
+            raise
         active.task = asyncio.create_task(self._execute(active, previous))
         return active
 
@@ -143,11 +165,16 @@ class RunManager:
         graph = compile_strategy(spec.graph_id, self.checkpointers.for_run())
         try:
             if previous is not None:
-                if spec.multitask_strategy == "interrupt":
+                if spec.multitask_strategy in ("interrupt", "rollback"):
                     await self.cancel(previous, wait=True)
                 else:
                     await previous.finished.wait()
-            await self.store.update_thread(spec.thread_id, status="busy", graph_id=spec.graph_id)
+                if spec.multitask_strategy == "rollback":
+                    await self._roll_back(previous, spec)
+            active.start_checkpoint_id = await self._latest_checkpoint_id(spec.graph_thread)
+            await self.store.update_thread(
+                spec.thread_id, spec.owner, status="busy", graph_id=spec.graph_id
+            )
             await self.store.set_run_status(active.run_id, "running")
             active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
             async for item in graph.astream(
@@ -176,9 +203,25 @@ class RunManager:
             active.publish("end", None)
             await asyncio.shield(self._settle(active, status, thread_status))
 
+    async def _latest_checkpoint_id(self, graph_thread: str) -> str | None:
+        latest = await self.checkpointers.shared.aget_tuple(
+            {"configurable": {"thread_id": graph_thread}}
+        )
+        return latest.config["configurable"]["checkpoint_id"] if latest else None
+
+    async def _roll_back(self, previous: ActiveRun, spec: RunSpec) -> None:
+        """Undo an interrupted run: the thread continues (``spec``) from the checkpoint before
+        it, a new branch of its history, and the run's record is deleted."""
+        if previous.start_checkpoint_id is None:
+            await self.checkpointers.shared.adelete_thread(spec.graph_thread)
+        elif not spec.checkpoint_id:
+            spec.checkpoint_id = previous.start_checkpoint_id
+        await self.store.delete_run(previous.run_id, previous.spec.owner)
+        self.active.pop(previous.run_id, None)
+
     @staticmethod
     def _config(spec: RunSpec) -> dict[str, Any]:
-        configurable: dict[str, Any] = {"thread_id": spec.thread_id}
+        configurable: dict[str, Any] = {"thread_id": spec.graph_thread}
         if spec.checkpoint_id:
             configurable["checkpoint_id"] = spec.checkpoint_id
         config: dict[str, Any] = {"configurable": configurable}
@@ -193,7 +236,7 @@ class RunManager:
         interrupted (resumable), not idle."""
         try:
             snapshot = await graph.aget_state(
-                {"configurable": {"thread_id": active.spec.thread_id}}
+                {"configurable": {"thread_id": active.spec.graph_thread}}
             )
         except Exception:
             log.exception("reading the final state of run %s failed", active.run_id)
@@ -212,12 +255,12 @@ class RunManager:
             active.run_id, status, active.error["message"] if active.error else None
         )
         if spec.delete_thread_after:
-            await self.checkpointers.shared.adelete_thread(spec.thread_id)
-            await self.store.delete_thread(spec.thread_id)
-        elif self.by_thread.get(spec.thread_id) is active:
-            await self.store.update_thread(spec.thread_id, status=thread_status)
+            await self.checkpointers.shared.adelete_thread(spec.graph_thread)
+            await self.store.delete_thread(spec.thread_id, spec.owner)
+        elif self.by_thread.get(spec.graph_thread) is active:
+            await self.store.update_thread(spec.thread_id, spec.owner, status=thread_status)
         active.finished.set()
         active._changed.set()
         self._forget_old_runs()
-        if self.by_thread.get(spec.thread_id) is active:
-            del self.by_thread[spec.thread_id]
+        if self.by_thread.get(spec.graph_thread) is active:
+            del self.by_thread[spec.graph_thread]

@@ -45,27 +45,28 @@ def dumps(value: Any) -> str:
     return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
 
 
-def checkpoint_ref(config: dict[str, Any] | None) -> dict[str, Any] | None:
+def checkpoint_ref(config: dict[str, Any] | None, thread_id: str) -> dict[str, Any] | None:
+    """A checkpoint's reference as the API shows it, under the thread's public id."""
     if not config:
         return None
     configurable = config.get("configurable", {})
     return {
-        "thread_id": configurable.get("thread_id"),
+        "thread_id": thread_id,
         "checkpoint_ns": configurable.get("checkpoint_ns", ""),
         "checkpoint_id": configurable.get("checkpoint_id"),
         "checkpoint_map": configurable.get("checkpoint_map"),
     }
 
 
-def thread_state(snapshot: StateSnapshot) -> dict[str, Any]:
-    """A LangGraph ``StateSnapshot`` as the API's ``ThreadState``."""
+def thread_state(snapshot: StateSnapshot, thread_id: str) -> dict[str, Any]:
+    """A LangGraph ``StateSnapshot`` of thread ``thread_id`` as the API's ``ThreadState``."""
     return {
         "values": jsonable(snapshot.values),
         "next": list(snapshot.next),
-        "checkpoint": checkpoint_ref(snapshot.config),
+        "checkpoint": checkpoint_ref(snapshot.config, thread_id),
         "metadata": jsonable(snapshot.metadata or {}),
         "created_at": snapshot.created_at,
-        "parent_checkpoint": checkpoint_ref(snapshot.parent_config),
+        "parent_checkpoint": checkpoint_ref(snapshot.parent_config, thread_id),
         "tasks": [
             {
                 "id": task.id,

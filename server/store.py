@@ -2,6 +2,10 @@
 
 A small SQLite database beside the checkpoints keeps who owns a thread, its metadata and
 status, and every run's status, so threads and runs survive a restart.
+
+Thread ids are scoped to their owner (the API key): two keys may hold threads with the same
+id without either learning of the other. Each thread row names the key of its checkpoints
+(``graph_thread``), which is the owner-qualified id for threads made under an API key.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import aiosqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
-    thread_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
     owner TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     metadata TEXT NOT NULL,
     status TEXT NOT NULL,
-    graph_id TEXT
+    graph_id TEXT,
+    graph_thread TEXT NOT NULL UNIQUE,
+    PRIMARY KEY (owner, thread_id)
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -52,7 +58,14 @@ def _thread(row: aiosqlite.Row) -> dict[str, Any]:
         "metadata": json.loads(row["metadata"]),
         "status": row["status"],
         "graph_id": row["graph_id"],
+        "graph_thread": row["graph_thread"],
     }
+
+
+def graph_thread_of(owner: str, thread_id: str) -> str:
+    """The checkpointer's key for a new thread: the id itself without API keys, else
+    qualified by the owner so that owners cannot reach each other's checkpoints."""
+    return f"{owner}:{thread_id}" if owner else thread_id
 
 
 def _run(row: aiosqlite.Row) -> dict[str, Any]:
@@ -82,6 +95,7 @@ class ServiceStore:
         db.row_factory = aiosqlite.Row
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
+        await _migrate_unscoped_threads(db)
         await db.executescript(_SCHEMA)
         await db.commit()
         return cls(db)
@@ -106,8 +120,15 @@ class ServiceStore:
         thread_id = thread_id or str(uuid.uuid4())
         stamp = now()
         await self.db.execute(
-            "INSERT INTO threads VALUES (?, ?, ?, ?, ?, 'idle', NULL)",
-            (thread_id, owner, stamp, stamp, json.dumps(metadata)),
+            "INSERT INTO threads VALUES (?, ?, ?, ?, ?, 'idle', NULL, ?)",
+            (
+                thread_id,
+                owner,
+                stamp,
+                stamp,
+                json.dumps(metadata),
+                graph_thread_of(owner, thread_id),
+            ),
         )
         await self.db.commit()
         return await self.get_thread(thread_id, owner)  # type: ignore[return-value]
@@ -119,23 +140,22 @@ class ServiceStore:
         row = await cursor.fetchone()
         return _thread(row) if row else None
 
-    async def thread_exists(self, thread_id: str) -> bool:
-        cursor = await self.db.execute("SELECT 1 FROM threads WHERE thread_id=?", (thread_id,))
-        return await cursor.fetchone() is not None
-
-    async def update_thread(self, thread_id: str, **fields: Any) -> None:
+    async def update_thread(self, thread_id: str, owner: str, **fields: Any) -> None:
         if "metadata" in fields:
             fields["metadata"] = json.dumps(fields["metadata"])
         fields["updated_at"] = now()
         assignments = ", ".join(f"{name}=?" for name in fields)
         await self.db.execute(
-            f"UPDATE threads SET {assignments} WHERE thread_id=?", (*fields.values(), thread_id)
+            f"UPDATE threads SET {assignments} WHERE thread_id=? AND owner=?",
+            (*fields.values(), thread_id, owner),
         )
         await self.db.commit()
 
-    async def delete_thread(self, thread_id: str) -> None:
-        await self.db.execute("DELETE FROM runs WHERE thread_id=?", (thread_id,))
-        await self.db.execute("DELETE FROM threads WHERE thread_id=?", (thread_id,))
+    async def delete_thread(self, thread_id: str, owner: str) -> None:
+        await self.db.execute("DELETE FROM runs WHERE thread_id=? AND owner=?", (thread_id, owner))
+        await self.db.execute(
+            "DELETE FROM threads WHERE thread_id=? AND owner=?", (thread_id, owner)
+        )
         await self.db.commit()
 
     async def search_threads(
@@ -151,21 +171,23 @@ class ServiceStore:
             query += " AND status=?"
             params.append(status)
         for key, value in (metadata or {}).items():
-            query += " AND json_extract(metadata, ?) = json_extract(?, '$')"
-            params += [f"$.{key}", json.dumps(value)]
+            # A quoted path member takes any key but an empty one or one with a quote,
+            # which the API refuses before this point.
+            query += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
+            params += [f'$."{key}"', json.dumps(value)]
         query += " ORDER BY created_at DESC LIMIT ? OFFSET ?"
         cursor = await self.db.execute(query, (*params, limit, offset))
         return [_thread(row) for row in await cursor.fetchall()]
 
     async def create_run(
         self,
+        run_id: str,
         thread_id: str,
         assistant_id: str,
         owner: str,
         metadata: dict[str, Any],
         multitask_strategy: str,
     ) -> dict[str, Any]:
-        run_id = str(uuid.uuid4())
         stamp = now()
         await self.db.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULL)",
@@ -197,9 +219,33 @@ class ServiceStore:
         )
         return [_run(row) for row in await cursor.fetchall()]
 
+    async def delete_run(self, run_id: str, owner: str) -> None:
+        await self.db.execute("DELETE FROM runs WHERE run_id=? AND owner=?", (run_id, owner))
+        await self.db.commit()
+
     async def set_run_status(self, run_id: str, status: str, error: str | None = None) -> None:
         await self.db.execute(
             "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=?",
             (status, error, now(), run_id),
         )
         await self.db.commit()
+
+
+async def _migrate_unscoped_threads(db: aiosqlite.Connection) -> None:
+    """Databases from before owner-scoped thread ids keep their threads and checkpoints."""
+    cursor = await db.execute("PRAGMA table_info(threads)")
+    columns = {row["name"] for row in await cursor.fetchall()}
+    if not columns or "graph_thread" in columns:
+        return
+    await db.executescript(
+        """
+        ALTER TABLE threads RENAME TO threads_unscoped;
+        """
+        + _SCHEMA
+        + """
+        INSERT INTO threads SELECT thread_id, owner, created_at, updated_at, metadata, status,
+            graph_id, thread_id FROM threads_unscoped;
+        DROP TABLE threads_unscoped;
+        """
+    )
+    await db.commit()

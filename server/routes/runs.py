@@ -1,0 +1,249 @@
+"""Runs: streamed (Server-Sent Events), waited for, or in the background; joined and cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from server.deps import (
+    Owner,
+    check_kb_readable,
+    errors,
+    owned_thread,
+    runs,
+    same_thread,
+    snapshot_of,
+    store,
+)
+from server.routes.assistants import resolve_assistant
+from server.run_manager import ActiveRun, RunSpec
+from server.schemas import RunCreate
+from server.serialize import dumps, jsonable
+from state import Context
+from state.context import check_question
+
+router = APIRouter(tags=["runs"], responses=errors(401, 404, 422))
+_STARTS = errors(409, 413, 415)
+
+
+def build_context(body: RunCreate) -> Context:
+    """The run's context from ``context`` plus any Context fields sent in ``configurable``."""
+    known = set(Context.__dataclass_fields__)
+    configurable = body.config.configurable if body.config else {}
+    overrides = {k: v for k, v in configurable.items() if k in known}
+    overrides.update(body.context or {})
+    try:
+        return Context.from_overrides(overrides)
+    except (TypeError, ValueError) as exc:
+        raise HTTPException(422, f"invalid context: {exc}") from None
+
+
+def validate_input(body: RunCreate) -> None:
+    if body.input is not None and body.command is not None:
+        raise HTTPException(422, "send either input or command, not both")
+    if body.input is not None:
+        try:
+            check_question(body.input.get("question"))
+        except ValueError as exc:
+            raise HTTPException(422, f"input.question: {exc}") from None
+
+
+async def start_run(
+    request: Request, owner: str, body: RunCreate, thread_id: str | None
+) -> ActiveRun:
+    strategy = resolve_assistant(body.assistant_id)
+    validate_input(body)
+    context = build_context(body)
+    await check_kb_readable(context.kb, owner)
+    await check_kb_readable(context.web_kb, owner, missing_ok=True)
+    checkpoint_id = body.checkpoint_id or (
+        body.checkpoint.checkpoint_id if body.checkpoint else None
+    )
+    temporary = thread_id is None
+    if temporary:
+        if body.command is not None or checkpoint_id:
+            raise HTTPException(422, "a stateless run has no thread to resume or fork")
+        thread = await store(request).create_thread(owner, {"stateless": True})
+    else:
+        same_thread(
+            thread_id,
+            body.checkpoint.thread_id if body.checkpoint else None,
+            body.config.configurable.get("thread_id") if body.config else None,
+        )
+        thread = await store(request).get_thread(thread_id, owner)
+        if thread is None:
+            if body.if_not_exists != "create":
+                raise HTTPException(404, f"thread {thread_id} not found")
+            thread = await store(request).create_thread(owner, {}, thread_id)
+        if checkpoint_id:
+            await snapshot_of(request, thread, checkpoint_id)  # 404 when it does not exist
+        if body.command is not None and "resume" in body.command:
+            await require_paused(request, thread)
+    spec = RunSpec(
+        thread_id=thread["thread_id"],
+        graph_thread=thread["graph_thread"],
+        graph_id=strategy.name,
+        owner=owner,
+        input=body.input,
+        command=body.command,
+        context=context,
+        stream_modes=body.stream_mode,  # validated into a list
+        checkpoint_id=checkpoint_id,
+        recursion_limit=body.config.recursion_limit if body.config else None,
+        metadata=body.metadata or {},
+        multitask_strategy=body.multitask_strategy,
+        delete_thread_after=temporary and body.on_completion != "keep",
+        stream_subgraphs=body.stream_subgraphs,
+    )
+    return await runs(request).start(spec)
+
+
+async def require_paused(request: Request, thread: dict[str, Any]) -> None:
+    """A ``resume`` answers an ``interrupt()``: 409 when the thread has none waiting."""
+    if runs(request).busy(thread["graph_thread"]) is not None:
+        return  # the current run may still pause; the queued resume is checked by LangGraph
+    snapshot = await snapshot_of(request, thread)
+    if snapshot is None or not snapshot.interrupts:
+        raise HTTPException(
+            409, f"thread {thread['thread_id']} has no run waiting for a reply to resume"
+        )
+
+
+def sse_response(active: ActiveRun, on_disconnect: str) -> StreamingResponse:
+    async def frames() -> AsyncIterator[str]:
+        try:
+            async for event, data in active.subscribe():
+                yield f"event: {event}\ndata: {dumps(data)}\n\n"
+        finally:
+            # The client went away (or the stream ended): stop the run if asked to; it
+            # stays resumable from its last checkpoint.
+            if on_disconnect == "cancel" and not active.finished.is_set():
+                active.task.cancel()
+
+    location = f"/threads/{active.spec.thread_id}/runs/{active.run_id}"
+    return StreamingResponse(
+        frames(),
+        media_type="text/event-stream",
+        headers={"Content-Location": location, "Cache-Control": "no-store"},
+    )
+
+
+async def wait_result(request: Request, active: ActiveRun, on_disconnect: str) -> dict:
+    """The run's final values once it ends; a client that hangs up first cancels it, unless
+    it asked for ``on_disconnect: continue``."""
+    while not active.finished.is_set():
+        try:
+            await asyncio.wait_for(active.finished.wait(), timeout=0.5)
+        except TimeoutError:
+            if on_disconnect == "cancel" and await request.is_disconnected():
+                await runs(request).cancel(active, wait=True)
+    if active.error:
+        return {"__error__": active.error}
+    return active.final_values or {}
+
+
+@router.post("/threads/{thread_id}/runs/stream", responses=_STARTS)
+async def stream_thread_run(
+    request: Request, thread_id: str, body: RunCreate, owner: Owner
+) -> StreamingResponse:
+    active = await start_run(request, owner, body, thread_id)
+    return sse_response(active, body.on_disconnect)
+
+
+@router.post("/runs/stream", responses=_STARTS)
+async def stream_stateless_run(
+    request: Request, body: RunCreate, owner: Owner
+) -> StreamingResponse:
+    active = await start_run(request, owner, body, None)
+    return sse_response(active, body.on_disconnect)
+
+
+@router.post("/threads/{thread_id}/runs/wait", responses=_STARTS)
+async def wait_thread_run(
+    request: Request, thread_id: str, body: RunCreate, owner: Owner
+) -> dict[str, Any]:
+    active = await start_run(request, owner, body, thread_id)
+    return await wait_result(request, active, body.on_disconnect)
+
+
+@router.post("/runs/wait", responses=_STARTS)
+async def wait_stateless_run(request: Request, body: RunCreate, owner: Owner) -> dict:
+    active = await start_run(request, owner, body, None)
+    return await wait_result(request, active, body.on_disconnect)
+
+
+@router.post("/threads/{thread_id}/runs", responses=_STARTS)
+async def create_background_run(
+    request: Request, thread_id: str, body: RunCreate, owner: Owner
+) -> JSONResponse:
+    active = await start_run(request, owner, body, thread_id)
+    location = f"/threads/{thread_id}/runs/{active.run_id}"
+    return JSONResponse(active.run, headers={"Content-Location": location})
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(
+    request: Request, thread_id: str, owner: Owner, limit: int = Query(10, ge=1, le=1000)
+) -> list[dict[str, Any]]:
+    await owned_thread(request, thread_id, owner)
+    return await store(request).list_runs(thread_id, owner, limit)
+
+
+async def owned_run(request: Request, thread_id: str, run_id: str, owner: str) -> dict:
+    run = await store(request).get_run(run_id, owner)
+    if run is None or run["thread_id"] != thread_id:
+        raise HTTPException(404, f"run {run_id} not found")
+    return run
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(request: Request, thread_id: str, run_id: str, owner: Owner) -> dict:
+    return await owned_run(request, thread_id, run_id, owner)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(request: Request, thread_id: str, run_id: str, owner: Owner) -> dict:
+    await owned_run(request, thread_id, run_id, owner)
+    active = runs(request).active.get(run_id)
+    if active is not None:
+        return await wait_result(request, active, "continue")
+    thread = await owned_thread(request, thread_id, owner)
+    snapshot = await snapshot_of(request, thread)
+    return jsonable(snapshot.values) if snapshot else {}
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def join_run_stream(
+    request: Request, thread_id: str, run_id: str, owner: Owner
+) -> StreamingResponse:
+    await owned_run(request, thread_id, run_id, owner)
+    active = runs(request).active.get(run_id)
+    if active is None:
+        raise HTTPException(404, f"run {run_id} is no longer streaming")
+    return sse_response(active, "continue")
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, responses=errors(501))
+async def cancel_run(
+    request: Request,
+    thread_id: str,
+    run_id: str,
+    owner: Owner,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> dict[str, Any]:
+    await owned_run(request, thread_id, run_id, owner)
+    if action == "rollback":
+        raise HTTPException(
+            501,
+            "cancel action 'rollback' is not supported; use 'interrupt', or start the next "
+            "run with multitask_strategy 'rollback'",
+        )
+    active = runs(request).active.get(run_id)
+    if active is not None:
+        await runs(request).cancel(active, wait)
+    return await owned_run(request, thread_id, run_id, owner)

@@ -1,0 +1,154 @@
+"""Threads: their records, state, history and time travel, scoped to the caller's key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+
+from graphs import compile_strategy
+from server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
+from server.schemas import (
+    CheckpointRef,
+    CheckpointRequest,
+    HistoryRequest,
+    ThreadCreate,
+    ThreadSearch,
+)
+from server.serialize import jsonable, thread_state
+
+router = APIRouter(prefix="/threads", tags=["threads"], responses=errors(401, 422))
+
+_EMPTY_STATE = {
+    "values": {},
+    "next": [],
+    "checkpoint": None,
+    "metadata": {},
+    "created_at": None,
+    "parent_checkpoint": None,
+    "tasks": [],
+    "interrupts": [],
+}
+
+
+async def thread_json(request: Request, thread: dict[str, Any]) -> dict[str, Any]:
+    snapshot = await snapshot_of(request, thread)
+    interrupts: dict[str, list[Any]] = {}
+    values: dict[str, Any] = {}
+    if snapshot is not None:
+        values = jsonable(snapshot.values)
+        for task in snapshot.tasks:
+            if task.interrupts:
+                interrupts[task.id] = jsonable(task.interrupts)
+    return {
+        **{k: v for k, v in thread.items() if k not in ("graph_id", "graph_thread")},
+        "values": values,
+        "interrupts": interrupts,
+    }
+
+
+@router.post("", responses=errors(409))
+async def create_thread(request: Request, body: ThreadCreate, owner: Owner) -> dict[str, Any]:
+    if body.thread_id:
+        existing = await store(request).get_thread(body.thread_id, owner)
+        if existing is not None:
+            if body.if_exists == "do_nothing":
+                return await thread_json(request, existing)
+            raise HTTPException(409, f"thread {body.thread_id} already exists")
+    thread = await store(request).create_thread(owner, body.metadata, body.thread_id)
+    return await thread_json(request, thread)
+
+
+@router.post("/search")
+async def search_threads(request: Request, body: ThreadSearch, owner: Owner) -> list[Any]:
+    found = await store(request).search_threads(
+        owner, body.metadata, body.status, body.limit, body.offset
+    )
+    return [await thread_json(request, thread) for thread in found]
+
+
+@router.get("/{thread_id}", responses=errors(404))
+async def get_thread(request: Request, thread_id: str, owner: Owner) -> dict[str, Any]:
+    return await thread_json(request, await owned_thread(request, thread_id, owner))
+
+
+@router.delete("/{thread_id}", status_code=204, responses=errors(404))
+async def delete_thread(request: Request, thread_id: str, owner: Owner) -> Response:
+    thread = await owned_thread(request, thread_id, owner)
+    if (active := runs(request).busy(thread["graph_thread"])) is not None:
+        await runs(request).cancel(active, wait=True)
+    await request.app.state.checkpointer.adelete_thread(thread["graph_thread"])
+    await store(request).delete_thread(thread_id, owner)
+    return Response(status_code=204)
+
+
+async def state_json(
+    request: Request, thread_id: str, owner: str, checkpoint_id: str | None
+) -> dict[str, Any]:
+    thread = await owned_thread(request, thread_id, owner)
+    snapshot = await snapshot_of(request, thread, checkpoint_id)
+    if snapshot is None:
+        return dict(_EMPTY_STATE)
+    return thread_state(snapshot, thread_id)
+
+
+@router.get("/{thread_id}/state", responses=errors(404))
+async def get_state(request: Request, thread_id: str, owner: Owner) -> dict[str, Any]:
+    return await state_json(request, thread_id, owner, None)
+
+
+@router.get("/{thread_id}/state/{checkpoint_id}", responses=errors(404))
+async def get_state_at(
+    request: Request, thread_id: str, checkpoint_id: str, owner: Owner
+) -> dict[str, Any]:
+    return await state_json(request, thread_id, owner, checkpoint_id)
+
+
+@router.post("/{thread_id}/state/checkpoint", responses=errors(404, 415))
+async def post_state_at(
+    request: Request, thread_id: str, body: CheckpointRequest, owner: Owner
+) -> dict[str, Any]:
+    same_thread(thread_id, body.checkpoint.thread_id)
+    return await state_json(request, thread_id, owner, body.checkpoint.checkpoint_id)
+
+
+@router.post("/{thread_id}/history", responses=errors(404, 415))
+async def post_history(
+    request: Request, thread_id: str, body: HistoryRequest, owner: Owner
+) -> list[dict[str, Any]]:
+    return await history_json(request, thread_id, owner, body)
+
+
+@router.get("/{thread_id}/history", responses=errors(404))
+async def get_history(
+    request: Request, thread_id: str, owner: Owner, limit: int = Query(10, ge=1, le=1000)
+) -> list[dict[str, Any]]:
+    return await history_json(request, thread_id, owner, HistoryRequest(limit=limit))
+
+
+async def history_json(
+    request: Request, thread_id: str, owner: str, body: HistoryRequest
+) -> list[dict[str, Any]]:
+    """The thread's checkpoints, newest first; only ever the URL's (owned) thread's."""
+    thread = await owned_thread(request, thread_id, owner)
+    before = (
+        CheckpointRef(checkpoint_id=body.before) if isinstance(body.before, str) else body.before
+    )
+    checkpoint = body.checkpoint or CheckpointRef()
+    same_thread(thread_id, checkpoint.thread_id, before.thread_id if before else None)
+    if not thread["graph_id"]:
+        return []
+    configurable: dict[str, Any] = {"thread_id": thread["graph_thread"]}
+    if checkpoint.checkpoint_ns:
+        configurable["checkpoint_ns"] = checkpoint.checkpoint_ns
+    if checkpoint.checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint.checkpoint_id
+    graph = compile_strategy(thread["graph_id"], request.app.state.checkpointer)
+    return [
+        thread_state(snapshot, thread_id)
+        async for snapshot in graph.aget_state_history(
+            {"configurable": configurable},
+            limit=body.limit,
+            before={"configurable": {"checkpoint_id": before.checkpoint_id}} if before else None,
+        )
+    ]

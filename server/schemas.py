@@ -1,0 +1,156 @@
+"""Request bodies of the HTTP service, validated before any route runs.
+
+Every field a client can get wrong has a type and a bound here, so a mistake is a 422 with
+the field's name, never a 500 further in.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from server.run_manager import STREAM_MODES
+from state.context import MAX_RECURSION_LIMIT
+
+MAX_OFFSET = 1_000_000
+MAX_URLS = 20
+MAX_DOCUMENTS = 1000
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx answer: a message (or FastAPI's list of field errors) in ``detail``."""
+
+    detail: str | list[Any]
+
+
+class CheckpointRef(BaseModel):
+    """A checkpoint of the thread named in the URL; a ``thread_id`` here must be that one."""
+
+    thread_id: str | None = None
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
+class RunConfig(BaseModel):
+    """The part of a LangGraph ``RunnableConfig`` a run may set."""
+
+    recursion_limit: int | None = Field(default=None, ge=1, le=MAX_RECURSION_LIMIT)
+    configurable: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+    model_config = {"extra": "allow"}
+
+
+class RunCreate(BaseModel):
+    assistant_id: str
+    input: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    config: RunConfig | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    stream_mode: str | list[str] = Field(default="values", validate_default=True)
+    checkpoint_id: str | None = None
+    checkpoint: CheckpointRef | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "cancel"
+    on_completion: Literal["delete", "keep"] | None = None
+    if_not_exists: Literal["reject", "create"] = "reject"
+    stream_subgraphs: bool = False
+    model_config = {"extra": "allow"}  # SDK fields we accept and ignore (webhook, feedback_keys…)
+
+    @field_validator("stream_mode")
+    @classmethod
+    def known_modes(cls, value: str | list[str]) -> list[str]:
+        modes = [value] if isinstance(value, str) else list(value)
+        unknown = [mode for mode in modes if mode not in STREAM_MODES]
+        if unknown:
+            raise ValueError(f"unsupported stream_mode {unknown}; use {sorted(STREAM_MODES)}")
+        return modes or ["values"]
+
+    @field_validator("command")
+    @classmethod
+    def known_command(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not set(value) <= {"resume", "goto", "update"}:
+            raise ValueError("command takes 'resume', 'goto' or 'update'")
+        return value
+
+
+class ThreadCreate(BaseModel):
+    thread_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    model_config = {"extra": "allow"}
+
+    @field_validator("thread_id")
+    @classmethod
+    def a_uuid(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                raise ValueError("thread_id must be a UUID") from None
+        return value
+
+
+class ThreadSearch(BaseModel):
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    model_config = {"extra": "allow"}
+
+    @field_validator("metadata")
+    @classmethod
+    def plain_keys(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key in value or {}:
+            if not key or '"' in key:
+                raise ValueError(f"metadata keys must be non-empty and without quotes: {key!r}")
+        return value
+
+
+class AssistantSearch(BaseModel):
+    graph_id: str | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    model_config = {"extra": "allow"}
+
+
+class HistoryRequest(BaseModel):
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: str | CheckpointRef | None = None
+    checkpoint: CheckpointRef | None = None
+    model_config = {"extra": "allow"}
+
+
+class CheckpointRequest(BaseModel):
+    checkpoint: CheckpointRef
+    model_config = {"extra": "allow"}
+
+
+class DocumentIn(BaseModel):
+    text: str = Field(min_length=1)
+    doc_id: str | None = Field(default=None, min_length=1, max_length=512)
+    title: str | None = Field(default=None, max_length=1000)
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def plain_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not key or key.startswith(("chroma:", "#", "$")) or key in RESERVED_METADATA:
+                raise ValueError(f"metadata key {key!r} is empty or reserved")
+        return value
+
+
+RESERVED_METADATA = {"doc_id", "chunk", "chunks", "content_hash", "owner", "kb", "score"}
+
+
+class DocumentsIn(BaseModel):
+    documents: list[DocumentIn] = Field(default_factory=list, max_length=MAX_DOCUMENTS)
+    urls: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_URLS,
+        description="http(s) URLs to fetch; local paths are a CLI-only feature.",
+    )

@@ -1,0 +1,638 @@
+"""What an attacker or a careless client tries: each test names the hole it keeps closed.
+
+Every rejected request is also checked to leave what is stored (knowledge bases, threads)
+exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+from providers.knowledge_base import KnowledgeBaseError
+from tests.server.conftest import running_server
+
+QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+ALICE, BOB = {"x-api-key": "key-a"}, {"x-api-key": "key-b"}
+
+
+@pytest.fixture(scope="module")
+async def keyed_url(tmp_path_factory) -> Iterator[str]:
+    async with running_server(
+        tmp_path_factory.mktemp("keyed"), api_key="key-a,key-b", max_upload_bytes=50_000
+    ) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def web_server() -> Iterator[str]:
+    """A loopback web server: /page (text), /big (100 kB), /trickle (5 bytes a second)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/trickle":
+                self.send_response(200)
+                self.send_header("content-type", "text/plain")
+                self.end_headers()
+                for _ in range(30):
+                    try:
+                        self.wfile.write(b"drip ")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(1)
+                return
+            body = b"x" * 100_000 if self.path == "/big" else b"Herons eat fish."
+            self.send_response(200)
+            self.send_header("content-type", "text/plain")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+async def kb_names(http: httpx.AsyncClient, **kwargs) -> list[str]:
+    return (await http.get("/kb", **kwargs)).json()
+
+
+# 1. No local file access through the API (critical).
+
+
+@pytest.mark.parametrize(
+    "url", ["/etc/passwd", "", ".", "/tmp", "file:///etc/passwd", "ftp://example.org/x"]
+)
+async def test_local_paths_are_never_read_over_http(base_url, url):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post("/kb/leak/documents", json={"urls": [url]})
+        assert response.status_code == 422, response.text
+        assert "only http(s) URLs" in response.json()["detail"]
+        assert "leak" not in await kb_names(http)
+
+
+# 2. No cross-key reads; who may write which knowledge base.
+
+
+async def test_a_key_cannot_read_another_keys_checkpoints(keyed_url):
+    alice, bob = (
+        get_client(url=keyed_url, api_key="key-a"),
+        get_client(url=keyed_url, api_key="key-b"),
+    )
+    secret = await alice.threads.create()
+    await alice.runs.wait(secret["thread_id"], "naive", input=QUESTION)
+    own = await bob.threads.create()
+    async with httpx.AsyncClient(base_url=keyed_url, headers=BOB) as http:
+        for path, body in (
+            (
+                f"/threads/{own['thread_id']}/history",
+                {"checkpoint": {"thread_id": secret["thread_id"]}},
+            ),
+            (
+                f"/threads/{own['thread_id']}/history",
+                {"before": {"thread_id": secret["thread_id"]}},
+            ),
+            (
+                f"/threads/{own['thread_id']}/state/checkpoint",
+                {"checkpoint": {"thread_id": secret["thread_id"]}},
+            ),
+            (
+                f"/threads/{own['thread_id']}/runs/wait",
+                {
+                    "assistant_id": "naive",
+                    "input": QUESTION,
+                    "config": {"configurable": {"thread_id": secret["thread_id"]}},
+                },
+            ),
+        ):
+            response = await http.post(path, json=body)
+            assert response.status_code == 422, (path, response.text)
+            assert "not the URL's thread" in response.json()["detail"]
+    assert len(await alice.threads.get_history(secret["thread_id"])) > 3, "alice's is intact"
+
+
+async def test_thread_ids_are_per_key_and_reveal_nothing(keyed_url):
+    alice, bob = (
+        get_client(url=keyed_url, api_key="key-a"),
+        get_client(url=keyed_url, api_key="key-b"),
+    )
+    thread = await alice.threads.create(metadata={"owner": "alice"})
+    await alice.runs.wait(thread["thread_id"], "naive", input=QUESTION)
+    # Bob asking for the same id gets a thread of his own: no 409 tells him alice has one.
+    same = await bob.threads.create(thread_id=thread["thread_id"])
+    assert same["thread_id"] == thread["thread_id"] and same["values"] == {}
+    assert (await bob.threads.get_state(thread["thread_id"]))["values"] == {}
+    mine = await alice.threads.get(thread["thread_id"])
+    assert mine["metadata"] == {"owner": "alice"} and mine["values"]["stop_reason"] == "answered"
+
+
+async def test_knowledge_bases_under_several_keys(keyed_url):
+    async with httpx.AsyncClient(base_url=keyed_url) as http:
+        shared = await http.post(
+            "/kb/default/documents", json={"documents": [{"text": "Bob was here."}]}, headers=BOB
+        )
+        assert shared.status_code == 403 and "read-only" in shared.json()["detail"]
+        made = await http.post(
+            "/kb/alice-notes/documents",
+            json={"documents": [{"text": "The heron named Quill eats fish.", "title": "Quill"}]},
+            headers=ALICE,
+        )
+        assert made.status_code == 200, made.text
+        assert "alice-notes" in await kb_names(http, headers=ALICE)
+        assert "alice-notes" not in await kb_names(http, headers=BOB)
+        assert (await http.get("/kb/alice-notes", headers=BOB)).status_code == 404
+        intrude = await http.post(
+            "/kb/alice-notes/documents", json={"documents": [{"text": "x"}]}, headers=BOB
+        )
+        assert intrude.status_code == 404
+        run = {"assistant_id": "naive", "input": {"question": "What does Quill eat?"}}
+        other = await http.post(
+            "/runs/wait", json={**run, "context": {"kb": "alice-notes"}}, headers=BOB
+        )
+        assert other.status_code == 404
+        answer = await http.post(
+            "/runs/wait", json={**run, "context": {"kb": "alice-notes"}}, headers=ALICE
+        )
+        assert answer.status_code == 200 and "fish" in answer.json()["generation"]
+        unknown = await http.post(
+            "/runs/wait", json={**run, "context": {"kb": "typo-kb"}}, headers=ALICE
+        )
+        assert unknown.status_code == 404 and "typo-kb" in unknown.json()["detail"]
+        assert "typo-kb" not in await kb_names(http, headers=ALICE), "nothing was created"
+        assert (await http.get("/kb/default", headers=BOB)).json()["documents"] >= 1
+
+
+# 3. Every per-run knob is bounded; cancellation reaches a running loop.
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"context": {"max_query_rewrites": 1_000_000}}, "max_query_rewrites"),
+        ({"context": {"top_k": 10_000}}, "top_k"),
+        ({"context": {"initial_k": 100_000}}, "initial_k"),
+        ({"context": {"max_rounds": 50}}, "max_rounds"),
+        ({"context": {"max_regenerations": 99}}, "max_regenerations"),
+        ({"context": {"max_web_searches": 99}}, "max_web_searches"),
+        ({"config": {"recursion_limit": 10**9}}, "recursion_limit"),
+        ({"config": {"recursion_limit": -1}}, "recursion_limit"),
+    ],
+)
+async def test_run_knobs_have_upper_and_lower_bounds(base_url, change, message):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post(
+            "/runs/wait", json={"assistant_id": "self_rag", "input": QUESTION, **change}
+        )
+    assert response.status_code == 422 and message in response.text
+
+
+async def test_cancel_stops_a_run_inside_its_longest_loop(base_url, slow_nodes):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    # An unanswerable question with every loop at its bound: minutes of work if not stopped.
+    run = await client.runs.create(
+        thread["thread_id"],
+        "self_rag",
+        input={"question": "What colour is the walrus named Tusk?"},
+        context={"max_query_rewrites": 10, "max_regenerations": 10},
+    )
+    await asyncio.sleep(2)
+    started = time.monotonic()
+    await client.runs.cancel(thread["thread_id"], run["run_id"], wait=True)
+    took = time.monotonic() - started
+    assert (await client.runs.get(thread["thread_id"], run["run_id"]))["status"] == "interrupted"
+    assert took < 30, f"cancel took {took:.1f} s"
+
+
+# 4. No head-of-line blocking: the question is capped; embedding takes turns.
+
+
+async def test_an_overlong_question_is_refused(base_url):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post(
+            "/runs/wait", json={"assistant_id": "naive", "input": {"question": "why " * 600}}
+        )
+    assert response.status_code == 422 and "at most 2000" in response.json()["detail"]
+
+
+def test_a_large_ingest_takes_turns_with_queries():
+    from providers.embeddings import E5Embeddings
+
+    class Recorder:
+        calls: list[int] = []
+
+        def passage(self, texts):
+            self.calls.append(len(texts))
+            return [[0.0] * 3 for _ in texts]
+
+    embeddings = E5Embeddings()
+    embeddings._loaded = Recorder()
+    assert len(embeddings.embed_documents(["text"] * 40)) == 40
+    assert Recorder.calls == [16, 16, 8], "the engine's lock is released between batches"
+
+
+# 5. Busy-thread semantics are atomic.
+
+
+async def _five_at_once(base_url: str, thread_id: str, strategy: str) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as http:
+        return await asyncio.gather(
+            *(
+                http.post(
+                    f"/threads/{thread_id}/runs",
+                    json={
+                        "assistant_id": "naive",
+                        "input": QUESTION,
+                        "multitask_strategy": strategy,
+                    },
+                )
+                for _ in range(5)
+            )
+        )
+
+
+async def _settle(client, thread_id: str) -> list[dict]:
+    for _ in range(600):
+        listed = await client.runs.list(thread_id)
+        if all(run["status"] not in ("pending", "running") for run in listed):
+            return listed
+        await asyncio.sleep(0.2)
+    raise AssertionError("runs did not finish")
+
+
+async def test_reject_accepts_exactly_one_of_five_simultaneous_runs(base_url, slow_nodes):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    responses = await _five_at_once(base_url, thread["thread_id"], "reject")
+    assert sorted(r.status_code for r in responses) == [200, 409, 409, 409, 409]
+    listed = await _settle(client, thread["thread_id"])
+    assert [run["status"] for run in listed] == ["success"]
+    history = await client.threads.get_history(thread["thread_id"], limit=100)
+    assert sum(1 for h in history if h["metadata"].get("source") == "input") == 1, "no fork"
+
+
+async def test_interrupt_cancels_each_earlier_run(base_url, slow_nodes):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    responses = await _five_at_once(base_url, thread["thread_id"], "interrupt")
+    assert all(r.status_code == 200 for r in responses)
+    statuses = [run["status"] for run in await _settle(client, thread["thread_id"])]
+    assert sorted(statuses) == ["interrupted"] * 4 + ["success"]
+
+
+async def test_enqueue_runs_all_five_one_after_another(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    responses = await _five_at_once(base_url, thread["thread_id"], "enqueue")
+    assert all(r.status_code == 200 for r in responses)
+    listed = await _settle(client, thread["thread_id"])
+    assert [run["status"] for run in listed] == ["success"] * 5
+
+
+async def test_rollback_discards_the_interrupted_run(base_url, slow_nodes):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    first = await client.runs.create(thread["thread_id"], "naive", input=QUESTION)
+    await asyncio.sleep(0.5)
+    second = await client.runs.create(
+        thread["thread_id"],
+        "naive",
+        input={"question": "What is CRAG?"},
+        multitask_strategy="rollback",
+    )
+    await client.runs.join(thread["thread_id"], second["run_id"])
+    with pytest.raises(httpx.HTTPStatusError) as gone:
+        await client.runs.get(thread["thread_id"], first["run_id"])
+    assert gone.value.response.status_code == 404
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["question"] == "What is CRAG?"
+
+
+# 7. Client mistakes are 4xx JSON, never 500, never 200-with-error.
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status"),
+    [
+        (
+            "post",
+            "/kb/x/documents",
+            {"content": b"", "headers": {"content-type": "application/json"}},
+            422,
+        ),
+        (
+            "post",
+            "/kb/x/documents",
+            {"content": b"{bad", "headers": {"content-type": "application/json"}},
+            422,
+        ),
+        ("post", "/kb/x/documents", {"json": {"urls": ["http://example.org:notaport/"]}}, 422),
+        ("post", "/kb/x/documents", {"json": {"urls": ["http://example.org:99999/"]}}, 422),
+        ("post", "/kb/x/documents", {"json": {"urls": [f"http://{'a' * 64}.org/"]}}, 422),
+        (
+            "post",
+            "/kb/x/documents",
+            {"json": {"documents": [{"text": "t", "metadata": {"": 1}}]}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "json": {
+                    "assistant_id": "naive",
+                    "input": QUESTION,
+                    "context": {"filters": "lang=zh"},
+                }
+            },
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"filters": ["x"]}}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {"json": {"assistant_id": "naive", "input": QUESTION, "config": {"configurable": []}}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"top_k": 2.5}}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"kb": 123}}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"kb": "../../etc"}}},
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "json": {
+                    "assistant_id": "naive",
+                    "input": QUESTION,
+                    "context": {"judge_backend": "oracle"},
+                }
+            },
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "json": {
+                    "assistant_id": "crag",
+                    "input": QUESTION,
+                    "context": {"crag_aggregation": "max"},
+                }
+            },
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "json": {
+                    "assistant_id": "crag",
+                    "input": QUESTION,
+                    "context": {"refine_mode": "all"},
+                }
+            },
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "json": {
+                    "assistant_id": "crag",
+                    "input": QUESTION,
+                    "context": {"search_provider": "bing"},
+                }
+            },
+            422,
+        ),
+        (
+            "post",
+            "/runs/wait",
+            {
+                "content": b'{"assistant_id": "naive", "input": {"question": "why \\ud800?"}}',
+                "headers": {"content-type": "application/json"},
+            },
+            422,
+        ),
+        ("post", "/threads/search", {"json": {"metadata": {"": 1}}}, 422),
+        ("post", "/threads/search", {"json": {"offset": 10**30}}, 422),
+        ("post", "/assistants/search", {"json": {"offset": 10**30}}, 422),
+    ],
+)
+async def test_client_mistakes_are_4xx_json(base_url, method, path, kwargs, status):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        before = await kb_names(http)
+        response = await http.request(method, path, **kwargs)
+        assert response.status_code == status, response.text
+        assert isinstance(response.json()["detail"], str | list)
+        assert await kb_names(http) == before
+
+
+async def test_thread_mistakes_are_4xx(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    await client.runs.wait(thread["thread_id"], "naive", input=QUESTION)
+    before = await client.threads.get_history(thread["thread_id"], limit=100)
+    tid = thread["thread_id"]
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        cases = [
+            ("post", f"/threads/{tid}/history", {"checkpoint": {"checkpoint_ns": 5}}, 422),
+            ("get", f"/threads/{tid}/state/1ef00000-0000-0000-0000-000000000000", None, 404),
+            (
+                "post",
+                f"/threads/{tid}/runs/wait",
+                {"assistant_id": "naive", "input": QUESTION, "checkpoint_id": "bogus"},
+                404,
+            ),
+            (
+                "post",
+                f"/threads/{tid}/runs/wait",
+                {"assistant_id": "naive", "command": {"resume": "x"}},
+                409,
+            ),
+        ]
+        for method, path, body, status in cases:
+            response = await http.request(method, path, json=body)
+            assert response.status_code == status, (path, response.text)
+    assert await client.threads.get_history(thread["thread_id"], limit=100) == before
+
+
+@pytest.mark.parametrize("name", [".", "..", "n" * 300 + ".txt"])
+async def test_odd_upload_names_are_refused(base_url, name):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post("/kb/uploads/files", files={"file": (name, b"Herons eat fish.")})
+        assert response.status_code == 422, response.text
+        assert "uploads" not in await kb_names(http)
+
+
+async def test_a_non_ascii_api_key_is_a_401(keyed_url):
+    async with httpx.AsyncClient(base_url=keyed_url) as http:
+        response = await http.post(
+            "/assistants/search", json={}, headers={"x-api-key": "clé".encode("latin-1")}
+        )
+    assert response.status_code == 401
+
+
+# 8. Cross-site request forgery.
+
+
+async def test_cross_site_writes_are_refused(base_url):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        planted = await http.post(
+            "/kb/planted/documents",
+            content=b'{"documents": [{"text": "evil"}]}',
+            headers={"content-type": "text/plain"},
+        )
+        assert planted.status_code == 415
+        foreign = await http.post(
+            "/kb/planted/documents",
+            json={"documents": [{"text": "evil"}]},
+            headers={"origin": "http://evil.example"},
+        )
+        assert foreign.status_code == 403 and "cross-origin" in foreign.json()["detail"]
+        assert "planted" not in await kb_names(http)
+        own_page = await http.post("/threads", json={}, headers={"origin": base_url})
+        assert own_page.status_code == 200
+
+
+async def test_an_allowed_origin_may_write(tmp_path):
+    async with running_server(tmp_path, cors_origins="http://app.example") as url:
+        async with httpx.AsyncClient(base_url=url) as http:
+            allowed = await http.post("/threads", json={}, headers={"origin": "http://app.example"})
+            assert allowed.status_code == 200
+            other = await http.post("/threads", json={}, headers={"origin": "http://evil.example"})
+            assert other.status_code == 403
+
+
+# 9. Large inputs: URL size cap and deadline, the private-address guard.
+
+
+async def test_url_fetches_are_capped_in_size_and_time(tmp_path, web_server, monkeypatch):
+    from providers.settings import get_settings
+
+    monkeypatch.setattr(get_settings(), "url_fetch_deadline_s", 3.0)
+    async with running_server(tmp_path, allow_private_urls=True, max_upload_bytes=50_000) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            fine = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/page"]})
+            assert fine.status_code == 200 and fine.json()["added_documents"] == 1
+            big = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/big"]})
+            assert big.status_code == 422 and "larger than" in big.json()["detail"]
+            started = time.monotonic()
+            slow = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/trickle"]})
+            assert slow.status_code == 422 and "longer than allowed" in slow.json()["detail"]
+            assert time.monotonic() - started < 20
+            assert (await http.get("/kb/web")).json()["documents"] == 1
+
+
+async def test_private_addresses_are_refused_by_default(base_url, web_server):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        response = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/page"]})
+    assert response.status_code == 422 and "private address" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "::1",
+        "64:ff9b::7f00:1",
+        "64:ff9b::a00:1",
+        "2002:7f00:1::",
+        "::ffff:127.0.0.1",
+    ],
+)
+def test_private_forms_of_addresses_are_private(address):
+    from providers.loaders import is_public_address
+
+    assert not is_public_address(ipaddress.ip_address(address))
+
+
+def test_the_fetch_connects_to_the_address_that_was_checked(monkeypatch):
+    """DNS rebinding: the name resolves to a public address when checked and to a private
+    one a moment later; the fetch must use the first answer, not ask again."""
+    from providers import loaders
+
+    answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
+
+    def resolve(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, text="public page", headers={"content-type": "text/plain"})
+
+    monkeypatch.setattr(loaders.socket, "getaddrinfo", resolve)
+    content_type, text = loaders.fetch_url(
+        "https://rebind.example/page", transport=httpx.MockTransport(handler)
+    )
+    assert text == "public page"
+    [request] = seen
+    assert request.url.host == "93.184.216.34"
+    assert request.headers["host"] == "rebind.example"
+    assert request.extensions["sni_hostname"] == "rebind.example"
+    with pytest.raises(KnowledgeBaseError, match="private address"):
+        loaders.fetch_url("https://rebind.example/page", transport=httpx.MockTransport(handler))
+
+
+# 11. runs/wait honours on_disconnect; the schema declares auth and errors.
+
+
+async def test_a_waiting_client_that_hangs_up_cancels_the_run(base_url, slow_nodes):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    async with httpx.AsyncClient(base_url=base_url, timeout=1.5) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post(
+                f"/threads/{thread['thread_id']}/runs/wait",
+                json={"assistant_id": "self_rag", "input": QUESTION},
+            )
+    listed = await _settle(client, thread["thread_id"])
+    assert [run["status"] for run in listed] == ["interrupted"]
+
+
+async def test_openapi_declares_the_api_key_and_error_responses(base_url):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        schema = (await http.get("/openapi.json")).json()
+    assert schema["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "x-api-key"
+    wait = schema["paths"]["/threads/{thread_id}/runs/wait"]["post"]
+    assert {"401", "404", "409", "422"} <= set(wait["responses"])
+    assert wait["security"] == [{"APIKeyHeader": []}]
+    assert "security" not in schema["paths"]["/ok"]["get"]

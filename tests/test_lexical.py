@@ -1,0 +1,156 @@
+"""The keyword index, reciprocal rank fusion, the knowledge base's retrieval modes, and the
+invariant that keyword index and vector store never disagree, even after a crash."""
+
+import subprocess
+import sys
+
+import pytest
+
+from providers import knowledge_base as kb_module
+from providers.knowledge_base import (
+    DataDirBusyError,
+    KnowledgeBaseError,
+    SourceDocument,
+    UnknownKnowledgeBaseError,
+    exclusive_writer,
+    get_knowledge_base,
+)
+from providers.lexical import LexicalIndex, reciprocal_rank_fusion
+from providers.settings import get_settings
+from state import Context
+from tests.conftest import REPO
+
+
+def test_rrf_orders_by_summed_reciprocal_ranks():
+    # a: 1/61 + 1/62, c: 1/63 + 1/61, b: 1/62, d: 1/63
+    assert reciprocal_rank_fusion([["a", "b", "c"], ["c", "a", "d"]], k=4) == ["a", "c", "b", "d"]
+    assert reciprocal_rank_fusion([["x"], []], k=5) == ["x"]
+
+
+def test_bm25_ranks_exact_terms_in_both_languages_and_persists(tmp_path):
+    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+    index.add(
+        {
+            "tesla": ("t", "Nikola Tesla died in 1943 in New York."),
+            "paris": ("p", "Paris is the capital of France."),
+            "zh": ("z", "特斯拉于1943年在纽约去世。"),
+        }
+    )
+    assert index.search("When did Tesla die?", 3)[0][0] == "tesla"
+    assert index.search("特斯拉哪一年去世？", 3)[0][0] == "zh"
+    assert index.search("bananas", 3) == []
+    assert LexicalIndex(tmp_path / "lexical.sqlite", "other").search("capital", 3) == []
+    index.remove_documents(["p"])
+    assert index.search("capital of France", 1) == []
+    assert index.chunk_count() == 2 and index.chunk_ids() == {"tesla", "zh"}
+
+
+def test_bm25_scores_match_the_textbook_formula(tmp_path):
+    import math
+
+    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+    index.add({"a": ("a", "heron heron fish"), "b": ("b", "fish pond"), "c": ("c", "pond")})
+    # "heron": df 1 of 3 chunks; chunk a has tf 2 and length 3, the average length is 2.
+    idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    expected = idf * 2 * 2.5 / (2 + 1.5 * (0.25 + 0.75 * 3 / 2))
+    [(chunk_id, score)] = index.search("heron", 5)
+    assert chunk_id == "a" and score == pytest.approx(expected)
+
+
+def test_knowledge_base_modes_and_index_maintenance():
+    kb = get_knowledge_base("bm25-modes")
+    kb.add(
+        [
+            SourceDocument(
+                "crag",
+                "A retrieval evaluator scores documents before generation.",
+                {"title": "Corrective RAG (CRAG)"},
+            ),
+            SourceDocument("paris", "Paris is the capital of France.", {"title": "Paris"}),
+        ]
+    )
+    for mode in ("vector", "bm25", "hybrid"):
+        hits = kb.search("What is CRAG?", 1, mode)
+        assert hits[0].metadata["doc_id"] == "crag", mode
+        assert 0 < hits[0].metadata["score"] <= 1, "score is the cosine in every mode"
+    kb.add([SourceDocument("paris", "Lyon hosts the Festival of Lights.", {"title": "Lyon"})])
+    assert kb.search("capital France", 2, "bm25") == [], "the replaced text is unindexed"
+    assert kb.search("Festival of Lights", 1, "bm25")[0].metadata["doc_id"] == "paris"
+    with pytest.raises(KnowledgeBaseError, match="unknown retrieval mode"):
+        kb.search("x", 1, "fuzzy")
+
+
+def test_a_crash_between_the_two_stores_is_repaired(monkeypatch):
+    """The vector store got a document, the process died before the keyword index did: the
+    next open indexes it from the store, and re-ingesting finds it complete."""
+    kb = get_knowledge_base("crash-lexical")
+    kb.add([SourceDocument("d0", "The heron named Quill eats fish.", {"title": "Quill"})])
+
+    def crash(chunks):
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(kb.lexical, "add", crash)
+    with pytest.raises(KeyboardInterrupt):
+        kb.add([SourceDocument("d1", "A walrus named Tusk sleeps on ice.", {"title": "Tusk"})])
+    monkeypatch.undo()
+    assert kb.count() == 2 and kb.lexical.chunk_count() == 1
+    assert kb.search("walrus Tusk", 1, "bm25") == [], "the crash left the index behind"
+
+    kb_module._kb_cache.clear()
+    reopened = get_knowledge_base("crash-lexical")
+    assert reopened.lexical.chunk_count() == reopened.count() == 2
+    assert reopened.search("walrus Tusk", 1, "bm25")[0].metadata["doc_id"] == "d1"
+
+
+def test_a_document_cut_short_by_a_crash_is_written_again():
+    kb = get_knowledge_base("crash-partial")
+    text = " ".join(
+        f"Sentence {n} talks about herons and their fishing habits." for n in range(150)
+    )
+    report = kb.add([SourceDocument("long", text, {"title": "Herons"})])
+    assert report.added_chunks > 2
+    # As if the process died after writing only some of the document's chunks.
+    kb.lexical.remove_documents(["long"])
+    kb._collection.delete(ids=["long#1"])
+    again = kb.add([SourceDocument("long", text, {"title": "Herons"})])
+    assert again.unchanged_documents == 0 and again.replaced_documents == 1
+    assert kb.count() == report.added_chunks == kb.lexical.chunk_count()
+
+
+def test_large_documents_are_written_in_batches(monkeypatch):
+    monkeypatch.setattr(kb_module, "WRITE_BATCH", 2)
+    kb = get_knowledge_base("batched")
+    text = " ".join(f"Line {n} mentions the lighthouse keeper." for n in range(120))
+    report = kb.add([SourceDocument("big", text, {"title": "Lighthouse"})])
+    assert report.added_chunks > 2 and kb.count() == report.added_chunks
+
+
+def test_reading_an_unknown_knowledge_base_creates_nothing():
+    with pytest.raises(UnknownKnowledgeBaseError, match="unknown knowledge base 'nope'"):
+        get_knowledge_base("nope", create=False)
+    assert "nope" not in kb_module.list_knowledge_bases()
+
+
+def test_a_second_process_cannot_write_while_the_data_dir_is_held():
+    data_dir = get_settings().data_dir
+    with exclusive_writer(data_dir, "a reflexrag server"):
+        ingest = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ingest", "--sample", "--quiet"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ingest.returncode == 2
+        assert "in use by a reflexrag server" in ingest.stderr
+        assert "Traceback" not in ingest.stderr
+        with pytest.raises(DataDirBusyError):
+            with exclusive_writer(data_dir, "another"):
+                pass
+    with exclusive_writer(data_dir, "free again"):
+        pass
+
+
+def test_context_rejects_an_unknown_retrieval_mode():
+    with pytest.raises(ValueError, match="retrieval_mode"):
+        Context(retrieval_mode="fuzzy")
