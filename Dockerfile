@@ -11,9 +11,9 @@ WORKDIR /app
 
 # Dependencies first, in their own cached layer: code changes do not reinstall them.
 COPY pyproject.toml README.md ./
-RUN mkdir -p graphs nodes state server providers benchmarks \
-    && touch graphs/__init__.py nodes/__init__.py state/__init__.py server/__init__.py \
-       providers/__init__.py benchmarks/__init__.py \
+RUN for package in graphs nodes nodes/judges state server server/routes providers benchmarks; do \
+        mkdir -p "$package" && touch "$package/__init__.py"; \
+    done \
     && pip install --no-cache-dir . && pip uninstall -y reflexrag
 
 COPY graphs graphs

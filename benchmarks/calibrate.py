@@ -8,7 +8,7 @@ Two views of the same scores (a blend of rescaled e5 cosine and weighted term co
   grades, does any pass? Answerable questions should have a gold chunk passing; unanswerable
   and out-of-corpus questions should have none.
 
-Run: ``python -m benchmarks.calibrate --qa QA.jsonl --corpus CORPUS.jsonl``.
+Run: ``python -m reflexrag.benchmarks.calibrate --qa QA.jsonl --corpus CORPUS.jsonl``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks.fixture import load_qa
-from nodes.judges.local import document_text
-from providers.embeddings import rescale_cosine
-from providers.knowledge_base import open_knowledge_base
-from providers.loaders import load_jsonl
-from providers.text import coverage, term_set, terms
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.nodes.judges.local import document_text
+from reflexrag.providers.embeddings import rescale_cosine
+from reflexrag.providers.knowledge_base import open_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+from reflexrag.providers.text import coverage, term_set, terms
 
 
 @dataclass

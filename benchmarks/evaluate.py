@@ -22,20 +22,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.fixture import QAItem, load_qa
+from reflexrag.graphs import STRATEGIES, get_strategy
+from reflexrag.providers.knowledge_base import attach_knowledge_base, open_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+from reflexrag.server.runner import RunResult, run_question
+from reflexrag.state import Context
 from tqdm import tqdm
-
-from benchmarks import metrics
-from benchmarks.fixture import QAItem, load_qa
-from graphs import STRATEGIES, get_strategy
-from providers.knowledge_base import attach_knowledge_base, open_knowledge_base
-from providers.loaders import load_jsonl
-from server.runs import RunResult, run_question
-from state import Context
 
 CORPUS_KB = "eval-corpus"
 WEB_KB = "eval-web"
 # Comparison targets runnable by name; never part of "all".
-BASELINES = {"tutorial_self_rag": "benchmarks.tutorial_self_rag"}
+BASELINES = {"tutorial_self_rag": "reflexrag.benchmarks.tutorial_self_rag"}
 BREAKDOWNS = ("lang", "category", "hop", "source")
 SLICE_COLUMNS = (
     ("answer_contains", "contains"),

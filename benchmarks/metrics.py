@@ -8,7 +8,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
-from providers.text import is_chinese
+from reflexrag.providers.text import is_chinese
 
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _CJK_PUNCTUATION = "，。！？；：“”‘’（）《》【】、…—·「」『』"

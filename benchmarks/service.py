@@ -5,7 +5,7 @@ instant fake judges (``--backend fast``) so the numbers show the service's own o
 streaming throughput of one run, time to first event, and latency of N concurrent runs.
 ``--backend local`` measures the real offline judges instead.
 
-Run: ``python -m benchmarks.service [--concurrent 50] [--backend fast|local]``.
+Run: ``python -m reflexrag.benchmarks.service [--concurrent 50] [--backend fast|local]``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.documents import Document
-
-from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
-from nodes.judges.base import (
+from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from reflexrag.nodes.judges.base import (
     Answer,
     GroundingGrade,
     RelevanceGrade,
@@ -97,9 +96,8 @@ def free_port() -> int:
 async def main(concurrent: int, backend: str) -> None:
     import uvicorn
     from langgraph_sdk import get_client
-
-    from providers.settings import Settings
-    from server.app import create_app
+    from reflexrag.providers.settings import Settings
+    from reflexrag.server.app import create_app
 
     if backend == "fast":
         JUDGE_BACKENDS["fast"] = lambda context: InstantJudge()

@@ -13,9 +13,8 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-
-from nodes.judges.usage import metered
-from nodes.rag import (
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.rag import (
     context_of,
     generator_for,
     graded_documents,
@@ -25,7 +24,7 @@ from nodes.rag import (
     step,
     to_source,
 )
-from state import Context, DocGrade, InputState, RAGState
+from reflexrag.state import Context, DocGrade, InputState, RAGState
 
 RECURSION_LIMIT = 10
 

@@ -24,30 +24,30 @@ class Strategy:
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        Strategy("naive", "graphs.naive", "retrieve once and answer (the baseline)"),
+        Strategy("naive", "reflexrag.graphs.naive", "retrieve once and answer (the baseline)"),
         Strategy(
             "self_rag",
-            "graphs.self_rag",
+            "reflexrag.graphs.self_rag",
             "retrieve? → grade documents → generate → grounded? useful? → loop",
         ),
         Strategy(
             "crag",
-            "graphs.crag",
+            "reflexrag.graphs.crag",
             "evaluate retrieval → correct: refine · incorrect: web search · ambiguous: both",
         ),
         Strategy(
             "self_crag",
-            "graphs.self_crag",
+            "reflexrag.graphs.self_crag",
             "corrective retrieval, then grounded? useful? checks with bounded retries",
         ),
         Strategy(
             "iterative",
-            "graphs.iterative",
+            "reflexrag.graphs.iterative",
             "retrieve → draft → score the round → next query from the draft, until complete",
         ),
         Strategy(
             "adaptive",
-            "graphs.adaptive",
+            "reflexrag.graphs.adaptive",
             "classify complexity → answer directly · Self-RAG · iterative; ask back if unclear",
         ),
     )

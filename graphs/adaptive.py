@@ -7,13 +7,17 @@ A question pointing at something unnamed ("this API") is asked back once with ``
 """
 
 from langgraph.graph import END, START, StateGraph
-
-from graphs.iterative import builder as iterative_builder
-from graphs.self_rag import self_rag_builder
-from nodes.adaptive import answer_directly, clarify, classify_complexity, needs_clarification
-from nodes.rag import finish, prepare
-from nodes.routing import route_by_complexity
-from state import Context, InputState, RAGState
+from reflexrag.graphs.iterative import builder as iterative_builder
+from reflexrag.graphs.self_rag import self_rag_builder
+from reflexrag.nodes.adaptive import (
+    answer_directly,
+    clarify,
+    classify_complexity,
+    needs_clarification,
+)
+from reflexrag.nodes.rag import finish, prepare
+from reflexrag.nodes.routing import route_by_complexity
+from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
 builder.add_node(prepare)

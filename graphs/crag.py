@@ -5,11 +5,15 @@ decomposed into strips, scored, and the best recomposed before generating.
 """
 
 from langgraph.graph import END, START, StateGraph
-
-from nodes.crag import evaluate_retrieval, refine_knowledge, rewrite_for_search, web_fallback
-from nodes.rag import finish, generate, give_up, prepare, retrieve
-from nodes.routing import route_after_evaluation, route_after_refinement
-from state import Context, InputState, RAGState
+from reflexrag.nodes.crag import (
+    evaluate_retrieval,
+    refine_knowledge,
+    rewrite_for_search,
+    web_fallback,
+)
+from reflexrag.nodes.rag import finish, generate, give_up, prepare, retrieve
+from reflexrag.nodes.routing import route_after_evaluation, route_after_refinement
+from reflexrag.state import Context, InputState, RAGState
 
 
 def corrective_builder() -> StateGraph:

@@ -7,11 +7,16 @@ Stopping is either dynamic (completeness ≥ ``completeness_threshold``) or ``fi
 """
 
 from langgraph.graph import END, START, StateGraph
-
-from nodes.iterative import assess_round, draft_answer, grade_round, next_query, retrieve_round
-from nodes.rag import finish, give_up, prepare
-from nodes.routing import route_after_assessment, route_after_round_retrieval
-from state import Context, InputState, RAGState
+from reflexrag.nodes.iterative import (
+    assess_round,
+    draft_answer,
+    grade_round,
+    next_query,
+    retrieve_round,
+)
+from reflexrag.nodes.rag import finish, give_up, prepare
+from reflexrag.nodes.routing import route_after_assessment, route_after_round_retrieval
+from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
 builder.add_node(prepare)

@@ -1,9 +1,8 @@
 """Naive RAG: retrieve once, answer from what came back. The baseline for every other strategy."""
 
 from langgraph.graph import END, START, StateGraph
-
-from nodes.rag import finish, generate, prepare, retrieve
-from state import Context, InputState, RAGState
+from reflexrag.nodes.rag import finish, generate, prepare, retrieve
+from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
 builder.add_node(prepare)

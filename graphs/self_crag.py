@@ -4,9 +4,9 @@ Ungrounded answers are regenerated (bounded by ``max_regenerations``); a grounde
 answer earns another web search while ``max_web_searches`` allows.
 """
 
-from graphs.crag import corrective_builder
-from nodes.rag import grade_generation
-from nodes.routing import route_after_corrective_check
+from reflexrag.graphs.crag import corrective_builder
+from reflexrag.nodes.rag import grade_generation
+from reflexrag.nodes.routing import route_after_corrective_check
 
 builder = corrective_builder()
 builder.add_node(grade_generation)

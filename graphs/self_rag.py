@@ -5,8 +5,7 @@ every loop is bounded by a counter on the state, ending in ``finish`` or ``give_
 """
 
 from langgraph.graph import END, START, StateGraph
-
-from nodes.rag import (
+from reflexrag.nodes.rag import (
     decide_retrieval,
     finish,
     generate,
@@ -17,14 +16,14 @@ from nodes.rag import (
     retrieve,
     transform_query,
 )
-from nodes.routing import (
+from reflexrag.nodes.routing import (
     route_after_generate,
     route_after_generation_grade,
     route_after_grading,
     route_after_retrieve,
     route_retrieval_decision,
 )
-from state import Context, InputState, RAGState
+from reflexrag.state import Context, InputState, RAGState
 
 
 def self_rag_builder(decide: bool = True) -> StateGraph:

@@ -11,11 +11,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-
-from nodes.judges.rules import unresolved_reference
-from nodes.judges.usage import metered
-from nodes.rag import answer_from, context_of, judge_for, original_question, step
-from state import ComplexityInfo, Context, RAGState
+from reflexrag.nodes.judges.rules import unresolved_reference
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.rag import answer_from, context_of, judge_for, original_question, step
+from reflexrag.state import ComplexityInfo, Context, RAGState
 
 
 def _with_reply(question: str, reply: str) -> str:

@@ -14,12 +14,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
-
-from nodes.judges.usage import metered
-from nodes.rag import context_of, emit, judge_for, original_question, step
-from providers.search import SearchError, get_search_provider, search_with_timeout
-from providers.text import is_chinese, split_sentences, word_count, word_spans
-from state import Context, CragAction, DocGrade, RAGState
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.rag import context_of, emit, judge_for, original_question, step
+from reflexrag.providers.search import SearchError, get_search_provider, search_with_timeout
+from reflexrag.providers.text import is_chinese, split_sentences, word_count, word_spans
+from reflexrag.state import Context, CragAction, DocGrade, RAGState
 
 WINDOW_WORDS = 50
 SENTENCES_PER_STRIP = 3

@@ -12,9 +12,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
-
-from nodes.judges.usage import metered
-from nodes.rag import (
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.rag import (
     answer_from,
     context_of,
     grade_chunks,
@@ -23,7 +22,7 @@ from nodes.rag import (
     retrieve_chunks,
     step,
 )
-from state import Context, QueryKind, RAGState, Round
+from reflexrag.state import Context, QueryKind, RAGState, Round
 
 RELEVANCE_FLOOR = 5
 """A round whose documents score below this (0-10) calls for an alternative query."""

@@ -12,15 +12,14 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
-
-from nodes.judges import Generator, Judge, get_generator, get_judge
-from nodes.judges.usage import metered
-from providers.knowledge_base import KnowledgeBase, get_knowledge_base
-from providers.loaders import ensure_sample_kb
-from providers.settings import get_settings
-from providers.text import is_chinese
-from state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
-from state.context import check_question
+from reflexrag.nodes.judges import Generator, Judge, get_generator, get_judge
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.providers.knowledge_base import KnowledgeBase, get_knowledge_base
+from reflexrag.providers.loaders import ensure_sample_kb
+from reflexrag.providers.settings import get_settings
+from reflexrag.providers.text import is_chinese
+from reflexrag.state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
+from reflexrag.state.context import check_question
 
 NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 from langgraph.runtime import Runtime
-
-from nodes.rag import context_of
-from state import Context, RAGState
+from reflexrag.nodes.rag import context_of
+from reflexrag.state import Context, RAGState
 
 
 def route_retrieval_decision(state: RAGState) -> Literal["retrieve", "generate"]:

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-
-from providers.settings import Settings, get_settings
+from reflexrag.providers.settings import Settings, get_settings
 
 
 class Checkpointers:

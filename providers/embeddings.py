@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-
-from providers.settings import get_settings
+from reflexrag.providers.settings import get_settings
 
 # e5's cosines are compressed (unrelated pairs ≈0.70-0.80, related ≈0.78-0.95); this window,
 # calibrated on the rag-eval fixture, spreads them over 0-1 for judges and hybrid fusion.

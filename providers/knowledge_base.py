@@ -31,12 +31,11 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-
-from providers.embeddings import get_embeddings, rescale_cosine
-from providers.filters import Condition, chroma_where, post_filter
-from providers.lexical import LexicalIndex, reciprocal_rank_fusion
-from providers.settings import KB_NAME_RE, get_settings
-from providers.text import split_into_chunks
+from reflexrag.providers.embeddings import get_embeddings, rescale_cosine
+from reflexrag.providers.filters import Condition, chroma_where, post_filter
+from reflexrag.providers.lexical import LexicalIndex, reciprocal_rank_fusion
+from reflexrag.providers.settings import KB_NAME_RE, get_settings
+from reflexrag.providers.text import split_into_chunks
 
 _COLLECTION_PREFIX = "kb__"
 _METADATA_TYPES = (str, int, float, bool)

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from providers.text import terms
+from reflexrag.providers.text import terms
 
 K1 = 1.5
 B = 0.75

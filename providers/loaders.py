@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from providers.knowledge_base import (
+from reflexrag.providers.knowledge_base import (
     IngestReport,
     KnowledgeBaseError,
     SourceDocument,
     get_knowledge_base,
 )
-from providers.settings import get_settings
+from reflexrag.providers.settings import get_settings
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
 _SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head"}

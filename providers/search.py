@@ -16,9 +16,8 @@ from typing import Protocol
 
 import httpx
 from langchain_core.documents import Document
-
-from providers.knowledge_base import UnknownKnowledgeBaseError, get_knowledge_base
-from providers.settings import get_settings
+from reflexrag.providers.knowledge_base import UnknownKnowledgeBaseError, get_knowledge_base
+from reflexrag.providers.settings import get_settings
 
 
 class SearchError(RuntimeError):

@@ -22,15 +22,14 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-
-from providers.checkpointer import open_checkpointers
-from providers.knowledge_base import KnowledgeBaseError, exclusive_writer
-from providers.loaders import ensure_sample_kb
-from providers.settings import Settings, get_settings
-from server.routes import assistants, knowledge_bases, runs, system, threads
-from server.routes.system import VERSION
-from server.run_manager import RunConflictError, RunManager
-from server.store import ServiceStore
+from reflexrag.providers.checkpointer import open_checkpointers
+from reflexrag.providers.knowledge_base import KnowledgeBaseError, exclusive_writer
+from reflexrag.providers.loaders import ensure_sample_kb
+from reflexrag.providers.settings import Settings, get_settings
+from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
+from reflexrag.server.routes.system import VERSION
+from reflexrag.server.run_manager import RunConflictError, RunManager
+from reflexrag.server.store import ServiceStore
 
 log = logging.getLogger("reflexrag.server")
 STATIC_DIR = Path(__file__).parent / "static"

@@ -24,7 +24,7 @@ class CLIError(Exception):
 
 
 def _context(args: argparse.Namespace) -> Any:
-    from state import Context
+    from reflexrag.state import Context
 
     overrides: dict[str, Any] = {"kb": args.kb or ""}
     for name in (
@@ -56,7 +56,7 @@ def _context(args: argparse.Namespace) -> Any:
 
 def merge_filter_expressions(expressions: list[str]) -> dict[str, Any]:
     """``--filter`` flags as one filter mapping; conditions on one key combine (AND)."""
-    from providers.filters import parse_expression
+    from reflexrag.providers.filters import parse_expression
 
     merged: dict[str, dict[str, Any]] = {}
     for expression in expressions:
@@ -97,11 +97,11 @@ def _print_result(result: Any) -> None:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    from providers.checkpointer import open_checkpointer
-    from providers.knowledge_base import list_knowledge_bases
-    from providers.settings import get_settings
-    from server.runs import NothingToResumeError, run_question
-    from state.context import check_question
+    from reflexrag.providers.checkpointer import open_checkpointer
+    from reflexrag.providers.knowledge_base import list_knowledge_bases
+    from reflexrag.providers.settings import get_settings
+    from reflexrag.server.runner import NothingToResumeError, run_question
+    from reflexrag.state.context import check_question
 
     question = args.question or ""
     if args.reply is not None and not args.thread:
@@ -164,11 +164,14 @@ def _prompt(question: str) -> str | None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from reflexrag.providers.knowledge_base import (
+        exclusive_writer,
+        get_knowledge_base,
+        validate_kb_name,
+    )
+    from reflexrag.providers.loaders import load_sources, sample_kb_documents
+    from reflexrag.providers.settings import get_settings
     from tqdm import tqdm
-
-    from providers.knowledge_base import exclusive_writer, get_knowledge_base, validate_kb_name
-    from providers.loaders import load_sources, sample_kb_documents
-    from providers.settings import get_settings
 
     if not args.paths and not args.sample:
         raise CLIError("name at least one PATH or URL, or --sample")
@@ -196,7 +199,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _graphs(args: argparse.Namespace) -> int:
-    from graphs import STRATEGIES
+    from reflexrag.graphs import STRATEGIES
 
     width = max(len(name) for name in STRATEGIES)
     for strategy in STRATEGIES.values():
@@ -205,15 +208,15 @@ def _graphs(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from graphs import compile_strategy
+    from reflexrag.graphs import compile_strategy
 
     print(compile_strategy(args.name).get_graph().draw_mermaid())
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from benchmarks.evaluate import headline_table, resolve_strategies, run_eval
-    from benchmarks.fixture import FixtureError
+    from reflexrag.benchmarks.evaluate import headline_table, resolve_strategies, run_eval
+    from reflexrag.benchmarks.fixture import FixtureError
 
     for path in (args.qa, args.corpus, args.web):
         if path is not None and not path.is_file():
@@ -255,15 +258,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
-
-    from server.app import create_app
+    from reflexrag.server.app import create_app
 
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from graphs import STRATEGIES
+    from reflexrag.graphs import STRATEGIES
 
     parser = argparse.ArgumentParser(
         prog="reflexrag", description="Self-correcting retrieval-augmented generation."
@@ -345,10 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from graphs import UnknownStrategyError
-    from nodes.judges.base import JudgeConfigurationError
-    from providers.knowledge_base import KnowledgeBaseError
-    from providers.models import ModelConfigurationError
+    from reflexrag.graphs import UnknownStrategyError
+    from reflexrag.nodes.judges.base import JudgeConfigurationError
+    from reflexrag.providers.knowledge_base import KnowledgeBaseError
+    from reflexrag.providers.models import ModelConfigurationError
 
     args = build_parser().parse_args(argv)
     try:

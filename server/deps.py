@@ -22,12 +22,11 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader
 from langgraph.types import StateSnapshot
-
-from graphs import compile_strategy
-from providers.knowledge_base import knowledge_base_owners
-from server.run_manager import RunManager
-from server.schemas import ErrorBody
-from server.store import ServiceStore
+from reflexrag.graphs import compile_strategy
+from reflexrag.providers.knowledge_base import knowledge_base_owners
+from reflexrag.server.run_manager import RunManager
+from reflexrag.server.schemas import ErrorBody
+from reflexrag.server.store import ServiceStore
 
 _API_KEY = APIKeyHeader(
     name="x-api-key",

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.types import Command
-
-from graphs import compile_strategy
-from providers.checkpointer import Checkpointers
-from server.serialize import jsonable
-from server.store import ServiceStore
-from state import Context
+from reflexrag.graphs import compile_strategy
+from reflexrag.providers.checkpointer import Checkpointers
+from reflexrag.server.serialize import jsonable
+from reflexrag.server.store import ServiceStore
+from reflexrag.state import Context
 
 log = logging.getLogger("reflexrag.server")
 

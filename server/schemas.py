@@ -10,9 +10,8 @@ import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-
-from server.run_manager import STREAM_MODES
-from state.context import MAX_RECURSION_LIMIT
+from reflexrag.server.run_manager import STREAM_MODES
+from reflexrag.state.context import MAX_RECURSION_LIMIT
 
 MAX_OFFSET = 1_000_000
 MAX_URLS = 20

@@ -1,7 +1,7 @@
 """The one typed state every reflexrag graph shares, and the per-run context (configuration)."""
 
-from state.context import Context
-from state.schema import (
+from reflexrag.state.context import Context
+from reflexrag.state.schema import (
     RESET,
     Complexity,
     ComplexityInfo,

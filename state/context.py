@@ -11,9 +11,8 @@ from functools import cache
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import Field, TypeAdapter, ValidationError
-
-from providers.filters import Condition, parse_filters
-from providers.settings import KB_NAME_RE, get_settings
+from reflexrag.providers.filters import Condition, parse_filters
+from reflexrag.providers.settings import KB_NAME_RE, get_settings
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted (characters); the CLI, the HTTP API and the graphs enforce it."""
@@ -201,7 +200,7 @@ _REGISTERED_BACKENDS = ("judge_backend", "generator_backend")
 
 
 def _check_backends(context: Context) -> None:
-    from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 
     for name, registry in zip(
         _REGISTERED_BACKENDS, (JUDGE_BACKENDS, GENERATOR_BACKENDS), strict=True

@@ -17,7 +17,7 @@ FIXTURES = Path(os.environ.get("REFLEXRAG_FIXTURES", REPO.parent / "shared/rag-e
 @pytest.fixture(scope="session", autouse=True)
 def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every test session writes its knowledge bases, cache and checkpoints to a temp dir."""
-    from providers.settings import get_settings
+    from reflexrag.providers.settings import get_settings
 
     data_dir = tmp_path_factory.mktemp("reflexrag-data")
     os.environ["REFLEXRAG_DATA_DIR"] = str(data_dir)
@@ -37,7 +37,7 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def flow_kb(isolated_data_dir):
     """Three one-sentence documents for control-flow tests."""
-    from providers.knowledge_base import SourceDocument, get_knowledge_base
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
 
     kb = get_knowledge_base("flow")
     kb.add(

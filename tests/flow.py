@@ -10,10 +10,9 @@ from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
-
-from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
-from nodes.judges.llm import LLMGenerator, LLMJudge
-from state import Context
+from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
+from reflexrag.state import Context
 
 
 def scripted(

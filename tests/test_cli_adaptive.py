@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from server.cli import main
+from reflexrag.server.cli import main
 
 
 def ask(capsys, *argv: str) -> dict:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from nodes.judges.local import LocalJudge
-from nodes.judges.rules import unresolved_reference
-from providers.embeddings import get_embeddings
+from reflexrag.nodes.judges.local import LocalJudge
+from reflexrag.nodes.judges.rules import unresolved_reference
+from reflexrag.providers.embeddings import get_embeddings
 
 
 @pytest.fixture(scope="module")

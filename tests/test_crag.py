@@ -9,23 +9,22 @@ from typing import ClassVar
 
 import pytest
 from langchain_core.documents import Document
-
-from graphs.crag import graph as crag_graph
-from graphs.self_crag import graph as self_crag_graph
-from nodes.crag import crag_action, decompose
-from nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
-from nodes.judges.base import (
+from reflexrag.graphs.crag import graph as crag_graph
+from reflexrag.graphs.self_crag import graph as self_crag_graph
+from reflexrag.nodes.crag import crag_action, decompose
+from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from reflexrag.nodes.judges.base import (
     Answer,
     GroundingGrade,
     RelevanceGrade,
     RetrievalDecision,
     UsefulnessGrade,
 )
-from providers.knowledge_base import SourceDocument, get_knowledge_base
-from providers.search import SearchError
-from providers.settings import get_settings
-from providers.text import word_count
-from state import Context
+from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+from reflexrag.providers.search import SearchError
+from reflexrag.providers.settings import get_settings
+from reflexrag.providers.text import word_count
+from reflexrag.state import Context
 
 
 @pytest.mark.parametrize(
@@ -251,7 +250,7 @@ async def test_search_timeout_degrades_too(crag_kbs, monkeypatch):
         async def search(self, query, k):
             await asyncio.sleep(10)
 
-    monkeypatch.setattr("nodes.crag.get_search_provider", lambda name, kb: Hanging())
+    monkeypatch.setattr("reflexrag.nodes.crag.get_search_provider", lambda name, kb: Hanging())
     monkeypatch.setattr(get_settings(), "search_timeout_s", 0.1)
     context = fake_context(monkeypatch, {"Tesla died": 0.8})
     state = await crag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
@@ -260,7 +259,7 @@ async def test_search_timeout_degrades_too(crag_kbs, monkeypatch):
 
 
 async def test_misconfigured_provider_is_a_search_error():
-    from providers.search import get_search_provider
+    from reflexrag.providers.search import get_search_provider
 
     settings = get_settings()
     if settings.tavily_api_key is None:

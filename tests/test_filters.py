@@ -3,17 +3,16 @@
 import json
 
 import pytest
-
-from providers.filters import (
+from reflexrag.providers.filters import (
     FilterError,
     chroma_where,
     parse_expression,
     parse_filters,
     post_filter,
 )
-from providers.knowledge_base import SourceDocument, get_knowledge_base
-from server.cli import main, merge_filter_expressions
-from state import Context
+from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+from reflexrag.server.cli import main, merge_filter_expressions
+from reflexrag.state import Context
 
 META = {"lang": "zh", "year": 2021, "date": "2024-03-01", "title": "Nikola Tesla", "ok": True}
 

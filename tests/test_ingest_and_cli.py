@@ -3,10 +3,9 @@
 import json
 
 import pytest
-
-from providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
-from providers.loaders import load_sources
-from server.cli import main
+from reflexrag.providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
+from reflexrag.providers.loaders import load_sources
+from reflexrag.server.cli import main
 
 
 def write(path, text):

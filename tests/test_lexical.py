@@ -5,9 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
-from providers import knowledge_base as kb_module
-from providers.knowledge_base import (
+from reflexrag.providers import knowledge_base as kb_module
+from reflexrag.providers.knowledge_base import (
     DataDirBusyError,
     KnowledgeBaseError,
     SourceDocument,
@@ -15,9 +14,10 @@ from providers.knowledge_base import (
     exclusive_writer,
     get_knowledge_base,
 )
-from providers.lexical import LexicalIndex, reciprocal_rank_fusion
-from providers.settings import get_settings
-from state import Context
+from reflexrag.providers.lexical import LexicalIndex, reciprocal_rank_fusion
+from reflexrag.providers.settings import get_settings
+from reflexrag.state import Context
+
 from tests.conftest import REPO
 
 
@@ -135,7 +135,7 @@ def test_a_second_process_cannot_write_while_the_data_dir_is_held():
     data_dir = get_settings().data_dir
     with exclusive_writer(data_dir, "a reflexrag server"):
         ingest = subprocess.run(
-            [sys.executable, "-m", "server.cli", "ingest", "--sample", "--quiet"],
+            [sys.executable, "-m", "reflexrag.server.cli", "ingest", "--sample", "--quiet"],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -144,9 +144,8 @@ def test_a_second_process_cannot_write_while_the_data_dir_is_held():
         assert ingest.returncode == 2
         assert "in use by a reflexrag server" in ingest.stderr
         assert "Traceback" not in ingest.stderr
-        with pytest.raises(DataDirBusyError):
-            with exclusive_writer(data_dir, "another"):
-                pass
+        with pytest.raises(DataDirBusyError), exclusive_writer(data_dir, "another"):
+            pass
     with exclusive_writer(data_dir, "free again"):
         pass
 

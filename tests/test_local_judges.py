@@ -1,9 +1,8 @@
 """The local (no-LLM) backend on small, hand-made cases with the real embedded model."""
 
 from langchain_core.documents import Document
-
-from nodes.judges.local import ExtractiveGenerator, LocalJudge
-from providers.embeddings import get_embeddings
+from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge
+from reflexrag.providers.embeddings import get_embeddings
 
 TESLA = Document(
     "Tesla was renowned for his showmanship. Tesla died on 7 January 1943. "

@@ -1,10 +1,9 @@
 """Metric functions against hand-checked cases."""
 
 import pytest
-
-from benchmarks import metrics
-from benchmarks.evaluate import stratified_sample
-from benchmarks.fixture import QAItem
+from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.evaluate import stratified_sample
+from reflexrag.benchmarks.fixture import QAItem
 
 
 def test_english_normalisation_drops_case_punctuation_and_articles():

@@ -7,9 +7,9 @@ how many judge calls every branch makes.
 from __future__ import annotations
 
 import pytest
+from reflexrag.graphs.naive import graph as naive_graph
+from reflexrag.graphs.self_rag import graph as self_rag_graph
 
-from graphs.naive import graph as naive_graph
-from graphs.self_rag import graph as self_rag_graph
 from tests.flow import nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
@@ -133,7 +133,7 @@ async def test_no_retrieval_needed_answers_directly(flow_kb, monkeypatch):
 
 
 async def test_empty_knowledge_base_gives_up(monkeypatch):
-    from providers.knowledge_base import get_knowledge_base
+    from reflexrag.providers.knowledge_base import get_knowledge_base
 
     get_knowledge_base("empty-kb", create=True)
     context = scripted(monkeypatch, [ROUTE_YES], [])
@@ -143,7 +143,7 @@ async def test_empty_knowledge_base_gives_up(monkeypatch):
 
 
 async def test_an_unknown_knowledge_base_is_an_error_not_an_empty_one(monkeypatch):
-    from providers.knowledge_base import UnknownKnowledgeBaseError, list_knowledge_bases
+    from reflexrag.providers.knowledge_base import UnknownKnowledgeBaseError, list_knowledge_bases
 
     context = scripted(monkeypatch, [ROUTE_YES], [])
     context.kb = "never-made"
@@ -161,8 +161,7 @@ async def test_naive_retrieves_once_and_answers(flow_kb, monkeypatch):
 
 async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
     from langgraph.checkpoint.memory import InMemorySaver
-
-    from graphs import compile_strategy
+    from reflexrag.graphs import compile_strategy
 
     graph = compile_strategy("self_rag", InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
@@ -176,8 +175,8 @@ async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
 
 
 async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_kb, monkeypatch):
-    from benchmarks import tutorial_self_rag
-    from server.runs import run_question
+    from reflexrag.benchmarks import tutorial_self_rag
+    from reflexrag.server.runner import run_question
 
     context = scripted(monkeypatch, [NO] * 40, [])
     result = await run_question(

@@ -1,8 +1,7 @@
 """Reducers of the shared state."""
 
 from langchain_core.documents import Document
-
-from state import RESET, Context, append_items, merge_documents, merge_grades, sum_counts
+from reflexrag.state import RESET, Context, append_items, merge_documents, merge_grades, sum_counts
 
 
 def doc(doc_id: str, text: str = "x") -> Document:

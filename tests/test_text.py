@@ -1,6 +1,12 @@
 """Offline text utilities for English and Chinese."""
 
-from providers.text import count_tokens, is_chinese, keywords, split_into_chunks, split_sentences
+from reflexrag.providers.text import (
+    count_tokens,
+    is_chinese,
+    keywords,
+    split_into_chunks,
+    split_sentences,
+)
 
 
 def test_chunks_respect_the_token_budget():

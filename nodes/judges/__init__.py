@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nodes.judges.base import (
+from reflexrag.nodes.judges.base import (
     Answer,
     ComplexityVerdict,
     Generator,
@@ -20,35 +20,35 @@ from nodes.judges.base import (
     RoundAssessment,
     UsefulnessGrade,
 )
-from state import Context
+from reflexrag.state import Context
 
 
 def _local_judge(context: Context) -> Judge:
-    from nodes.judges.local import LocalJudge
-    from providers.embeddings import get_embeddings
+    from reflexrag.nodes.judges.local import LocalJudge
+    from reflexrag.providers.embeddings import get_embeddings
 
     return LocalJudge(get_embeddings(), context.relevance_threshold)
 
 
 def _llm_judge(context: Context) -> Judge:
-    from nodes.judges.llm import LLMJudge
-    from providers.models import get_chat_model
-    from providers.text import encoding
+    from reflexrag.nodes.judges.llm import LLMJudge
+    from reflexrag.providers.models import get_chat_model
+    from reflexrag.providers.text import encoding
 
     encoding()  # loads the tokenizer file here, in a worker thread, not inside a node
     return LLMJudge(get_chat_model("grader"), context.relevance_threshold)
 
 
 def _local_generator(context: Context) -> Generator:
-    from nodes.judges.local import ExtractiveGenerator
-    from providers.embeddings import get_embeddings
+    from reflexrag.nodes.judges.local import ExtractiveGenerator
+    from reflexrag.providers.embeddings import get_embeddings
 
     return ExtractiveGenerator(get_embeddings())
 
 
 def _llm_generator(context: Context) -> Generator:
-    from nodes.judges.llm import LLMGenerator
-    from providers.models import get_chat_model
+    from reflexrag.nodes.judges.llm import LLMGenerator
+    from reflexrag.providers.models import get_chat_model
 
     return LLMGenerator(get_chat_model("generator"))
 

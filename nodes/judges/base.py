@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from langchain_core.documents import Document
-
-from state import Complexity, Grounding, QueryKind
+from reflexrag.state import Complexity, Grounding, QueryKind
 
 
 class JudgeConfigurationError(ValueError):

@@ -19,9 +19,8 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, Field, ValidationError
-
-from nodes import prompts
-from nodes.judges.base import (
+from reflexrag.nodes import prompts
+from reflexrag.nodes.judges.base import (
     Answer,
     ComplexityVerdict,
     GroundingGrade,
@@ -30,10 +29,10 @@ from nodes.judges.base import (
     RoundAssessment,
     UsefulnessGrade,
 )
-from nodes.judges.rules import complexity_features
-from nodes.judges.usage import record
-from providers.text import count_tokens
-from state import QueryKind
+from reflexrag.nodes.judges.rules import complexity_features
+from reflexrag.nodes.judges.usage import record
+from reflexrag.providers.text import count_tokens
+from reflexrag.state import QueryKind
 
 NOSTREAM = {"tags": ["nostream"]}
 _PARSE_ERRORS = (

@@ -3,7 +3,7 @@
 Scores combine the e5 cosine (compressed: unrelated ≈0.70-0.80, related ≈0.78-0.95, so it is
 rescaled by :func:`providers.embeddings.rescale_cosine`) with the weighted share of the
 question's terms found in the text. The thresholds were calibrated on the shared rag-eval
-fixture with ``python -m benchmarks.calibrate`` (see the README for the numbers).
+fixture with ``python -m reflexrag.benchmarks.calibrate`` (see the README for the numbers).
 
 The local generator is *extractive*: it quotes the sentences of the relevant documents that
 best answer the question and never writes text of its own.
@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-
-from nodes.judges.base import (
+from reflexrag.nodes.judges.base import (
     Answer,
     ComplexityVerdict,
     GroundingGrade,
@@ -30,7 +29,7 @@ from nodes.judges.base import (
     RoundAssessment,
     UsefulnessGrade,
 )
-from nodes.judges.rules import (
+from reflexrag.nodes.judges.rules import (
     MULTI_STEP_SCORE,
     clarifying_question,
     complexity_features,
@@ -39,9 +38,9 @@ from nodes.judges.rules import (
     no_retrieval_reason,
     unresolved_reference,
 )
-from nodes.judges.usage import record
-from providers.embeddings import rescale_cosine
-from providers.text import (
+from reflexrag.nodes.judges.usage import record
+from reflexrag.providers.embeddings import rescale_cosine
+from reflexrag.providers.text import (
     count_tokens,
     coverage,
     is_chinese,
@@ -50,7 +49,7 @@ from providers.text import (
     term_set,
     terms,
 )
-from state import QueryKind
+from reflexrag.state import QueryKind
 
 COSINE_WEIGHT = 0.5
 # Ranking sentences for extraction measured best with more weight on meaning (fixture: naive

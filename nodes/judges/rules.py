@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from providers.text import is_chinese, keywords
+from reflexrag.providers.text import is_chinese, keywords
 
 _CHITCHAT_RE = re.compile(
     r"^\s*(hi|hello|hey|thanks|thank you|good (morning|afternoon|evening|night)|bye|goodbye|"

@@ -6,10 +6,9 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-
-from graphs import STRATEGIES, Strategy, compile_strategy
-from server.deps import Owner, errors
-from server.schemas import AssistantSearch
+from reflexrag.graphs import STRATEGIES, Strategy, compile_strategy
+from reflexrag.server.deps import Owner, errors
+from reflexrag.server.schemas import AssistantSearch
 
 _NAMESPACE = uuid.UUID("0b9c5a55-8a5e-4f4e-9d6b-2f4f1c3b7a10")
 _EPOCH = "2026-01-01T00:00:00+00:00"

@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-
-from server.deps import (
+from reflexrag.server.deps import (
     Owner,
     check_kb_readable,
     errors,
@@ -19,12 +18,12 @@ from server.deps import (
     snapshot_of,
     store,
 )
-from server.routes.assistants import resolve_assistant
-from server.run_manager import ActiveRun, RunSpec
-from server.schemas import RunCreate
-from server.serialize import dumps, jsonable
-from state import Context
-from state.context import check_question
+from reflexrag.server.routes.assistants import resolve_assistant
+from reflexrag.server.run_manager import ActiveRun, RunSpec
+from reflexrag.server.schemas import RunCreate
+from reflexrag.server.serialize import dumps, jsonable
+from reflexrag.state import Context
+from reflexrag.state.context import check_question
 
 router = APIRouter(tags=["runs"], responses=errors(401, 404, 422))
 _STARTS = errors(409, 413, 415)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-
-from graphs import STRATEGIES
-from providers.settings import get_settings
-from server.deps import Owner, errors
+from reflexrag.graphs import STRATEGIES
+from reflexrag.providers.settings import get_settings
+from reflexrag.server.deps import Owner, errors
 
 VERSION = "0.1.0"
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-
-from graphs import compile_strategy
-from server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
-from server.schemas import (
+from reflexrag.graphs import compile_strategy
+from reflexrag.server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
+from reflexrag.server.schemas import (
     CheckpointRef,
     CheckpointRequest,
     HistoryRequest,
     ThreadCreate,
     ThreadSearch,
 )
-from server.serialize import jsonable, thread_state
+from reflexrag.server.serialize import jsonable, thread_state
 
 router = APIRouter(prefix="/threads", tags=["threads"], responses=errors(401, 422))
 

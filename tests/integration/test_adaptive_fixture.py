@@ -8,15 +8,14 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
-from benchmarks.fixture import load_qa
-from nodes.judges.local import LocalJudge
-from nodes.rag import retrieve
-from providers.embeddings import get_embeddings
-from providers.knowledge_base import get_knowledge_base
-from providers.loaders import load_jsonl
-from server.runs import run_question
-from state import Context
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.nodes.judges.local import LocalJudge
+from reflexrag.nodes.rag import retrieve
+from reflexrag.providers.embeddings import get_embeddings
+from reflexrag.providers.knowledge_base import get_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+from reflexrag.server.runner import run_question
+from reflexrag.state import Context
 
 pytestmark = pytest.mark.integration
 

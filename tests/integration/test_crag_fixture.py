@@ -10,13 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from benchmarks import metrics
-from benchmarks.fixture import load_qa
-from providers.knowledge_base import get_knowledge_base
-from providers.loaders import load_jsonl
-from server.runs import run_question
-from state import Context
+from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.providers.knowledge_base import get_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+from reflexrag.server.runner import run_question
+from reflexrag.state import Context
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +72,7 @@ async def test_crag_actions_and_web_recovery(context, fixtures_dir):
 def test_cli_crag_json(context, capsys, question, actions, origin, gold):
     import json
 
-    from server.cli import main
+    from reflexrag.server.cli import main
 
     argv = [
         "ask",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from benchmarks.evaluate import run_eval
-from graphs import STRATEGIES
+from reflexrag.benchmarks.evaluate import run_eval
+from reflexrag.graphs import STRATEGIES
 
 pytestmark = pytest.mark.integration
 

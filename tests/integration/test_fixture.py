@@ -10,13 +10,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-
-from benchmarks import metrics
-from benchmarks.fixture import load_qa
-from providers.knowledge_base import get_knowledge_base
-from providers.loaders import load_jsonl
-from server.runs import run_question
-from state import Context
+from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.providers.knowledge_base import get_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+from reflexrag.server.runner import run_question
+from reflexrag.state import Context
 
 pytestmark = pytest.mark.integration
 KB = "fixture-corpus"

@@ -8,11 +8,10 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
-from benchmarks import metrics
-from benchmarks.fixture import load_qa
-from providers.knowledge_base import get_knowledge_base
-from providers.loaders import load_jsonl
+from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.providers.knowledge_base import get_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
 
 pytestmark = pytest.mark.integration
 # Floors a little under what was measured (hit@5, MRR@10).

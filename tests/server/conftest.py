@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-
-from providers.settings import Settings
-from server.app import create_app
+from reflexrag.providers.settings import Settings
+from reflexrag.server.app import create_app
 
 
 def free_port() -> int:
@@ -60,7 +59,7 @@ async def base_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[st
 @pytest.fixture
 def slow_nodes():
     """Stretch every judge/KB call so a run is still going when the test acts on it."""
-    from providers.settings import get_settings
+    from reflexrag.providers.settings import get_settings
 
     settings = get_settings()
     before = settings.test_delay_s

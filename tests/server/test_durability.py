@@ -34,7 +34,7 @@ def start_server(data_dir: Path, port: int, **env: str) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "server.cli",
+            "reflexrag.server.cli",
             "serve",
             "--port",
             str(port),

@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from langgraph_sdk import get_client
+from reflexrag.providers.knowledge_base import KnowledgeBaseError
 
-from providers.knowledge_base import KnowledgeBaseError
 from tests.server.conftest import running_server
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
@@ -231,19 +231,19 @@ async def test_an_overlong_question_is_refused(base_url):
 
 
 def test_a_large_ingest_takes_turns_with_queries():
-    from providers.embeddings import E5Embeddings
+    from reflexrag.providers.embeddings import E5Embeddings
+
+    calls: list[int] = []
 
     class Recorder:
-        calls: list[int] = []
-
         def passage(self, texts):
-            self.calls.append(len(texts))
+            calls.append(len(texts))
             return [[0.0] * 3 for _ in texts]
 
     embeddings = E5Embeddings()
     embeddings._loaded = Recorder()
     assert len(embeddings.embed_documents(["text"] * 40)) == 40
-    assert Recorder.calls == [16, 16, 8], "the engine's lock is released between batches"
+    assert calls == [16, 16, 8], "the engine's lock is released between batches"
 
 
 # 5. Busy-thread semantics are atomic.
@@ -531,32 +531,36 @@ async def test_cross_site_writes_are_refused(base_url):
 
 
 async def test_an_allowed_origin_may_write(tmp_path):
-    async with running_server(tmp_path, cors_origins="http://app.example") as url:
-        async with httpx.AsyncClient(base_url=url) as http:
-            allowed = await http.post("/threads", json={}, headers={"origin": "http://app.example"})
-            assert allowed.status_code == 200
-            other = await http.post("/threads", json={}, headers={"origin": "http://evil.example"})
-            assert other.status_code == 403
+    async with (
+        running_server(tmp_path, cors_origins="http://app.example") as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        allowed = await http.post("/threads", json={}, headers={"origin": "http://app.example"})
+        assert allowed.status_code == 200
+        other = await http.post("/threads", json={}, headers={"origin": "http://evil.example"})
+        assert other.status_code == 403
 
 
 # 9. Large inputs: URL size cap and deadline, the private-address guard.
 
 
 async def test_url_fetches_are_capped_in_size_and_time(tmp_path, web_server, monkeypatch):
-    from providers.settings import get_settings
+    from reflexrag.providers.settings import get_settings
 
     monkeypatch.setattr(get_settings(), "url_fetch_deadline_s", 3.0)
-    async with running_server(tmp_path, allow_private_urls=True, max_upload_bytes=50_000) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
-            fine = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/page"]})
-            assert fine.status_code == 200 and fine.json()["added_documents"] == 1
-            big = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/big"]})
-            assert big.status_code == 422 and "larger than" in big.json()["detail"]
-            started = time.monotonic()
-            slow = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/trickle"]})
-            assert slow.status_code == 422 and "longer than allowed" in slow.json()["detail"]
-            assert time.monotonic() - started < 20
-            assert (await http.get("/kb/web")).json()["documents"] == 1
+    async with (
+        running_server(tmp_path, allow_private_urls=True, max_upload_bytes=50_000) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        fine = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/page"]})
+        assert fine.status_code == 200 and fine.json()["added_documents"] == 1
+        big = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/big"]})
+        assert big.status_code == 422 and "larger than" in big.json()["detail"]
+        started = time.monotonic()
+        slow = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/trickle"]})
+        assert slow.status_code == 422 and "longer than allowed" in slow.json()["detail"]
+        assert time.monotonic() - started < 20
+        assert (await http.get("/kb/web")).json()["documents"] == 1
 
 
 async def test_private_addresses_are_refused_by_default(base_url, web_server):
@@ -578,7 +582,7 @@ async def test_private_addresses_are_refused_by_default(base_url, web_server):
     ],
 )
 def test_private_forms_of_addresses_are_private(address):
-    from providers.loaders import is_public_address
+    from reflexrag.providers.loaders import is_public_address
 
     assert not is_public_address(ipaddress.ip_address(address))
 
@@ -586,7 +590,7 @@ def test_private_forms_of_addresses_are_private(address):
 def test_the_fetch_connects_to_the_address_that_was_checked(monkeypatch):
     """DNS rebinding: the name resolves to a public address when checked and to a private
     one a moment later; the fetch must use the first answer, not ask again."""
-    from providers import loaders
+    from reflexrag.providers import loaders
 
     answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
 
@@ -600,7 +604,7 @@ def test_the_fetch_connects_to_the_address_that_was_checked(monkeypatch):
         return httpx.Response(200, text="public page", headers={"content-type": "text/plain"})
 
     monkeypatch.setattr(loaders.socket, "getaddrinfo", resolve)
-    content_type, text = loaders.fetch_url(
+    _, text = loaders.fetch_url(
         "https://rebind.example/page", transport=httpx.MockTransport(handler)
     )
     assert text == "public page"

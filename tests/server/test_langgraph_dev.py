@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import httpx
 from langgraph_sdk import get_client
+from reflexrag.graphs import STRATEGIES
 
-from graphs import STRATEGIES
 from tests.conftest import REPO
 from tests.server.conftest import free_port
 
@@ -21,8 +22,8 @@ def test_langgraph_json_lists_every_strategy():
     listed = json.loads((REPO / "langgraph.json").read_text())["graphs"]
     assert set(listed) >= set(STRATEGIES)
     for name, target in listed.items():
-        module_path, attribute = target.split(":")
-        assert Path(REPO, module_path).exists() and attribute == "graph", name
+        module, attribute = target.split(":")
+        assert getattr(importlib.import_module(module), attribute).name == name
 
 
 async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
@@ -35,9 +36,22 @@ async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
         "REFLEXRAG_DATA_DIR": str(tmp_path),
     }
     cli = Path(sys.executable).parent / "langgraph"
+    # Run from a scratch folder: the dev server keeps its state (.langgraph_api/) in the
+    # working directory, and the repository must stay clean.
+    workdir = tmp_path / "dev"
+    workdir.mkdir()
     process = subprocess.Popen(
-        [str(cli), "dev", "--no-browser", "--no-reload", "--port", str(port)],
-        cwd=REPO,
+        [
+            str(cli),
+            "dev",
+            "--config",
+            str(REPO / "langgraph.json"),
+            "--no-browser",
+            "--no-reload",
+            "--port",
+            str(port),
+        ],
+        cwd=workdir,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -61,6 +75,7 @@ async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
         nodes = [node for c in chunks if c.event == "updates" for node in c.data]
         assert not [c for c in chunks if c.event == "error"], chunks
         assert nodes[:3] == ["prepare", "decide_retrieval", "retrieve"] and nodes[-1] == "finish"
+        assert (workdir / ".langgraph_api").exists() and not (REPO / ".langgraph_api").exists()
     finally:
         process.terminate()
         try:

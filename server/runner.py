@@ -16,9 +16,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
-
-from graphs import compile_strategy
-from state import Context
+from reflexrag.graphs import compile_strategy
+from reflexrag.state import Context
 
 NodeUpdateHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
 

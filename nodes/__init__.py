@@ -1,0 +1,1 @@
+"""Graph nodes, routing functions, prompts, and the judges with their local and LLM backends."""

@@ -1,0 +1,1 @@
+"""Settings, embeddings, knowledge bases, keyword index, loaders, models, search, checkpoints."""
