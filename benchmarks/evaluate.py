@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import random
 import statistics
 import sys
@@ -31,6 +32,9 @@ from reflexrag.server.runner import RunResult, run_question
 from reflexrag.state import Context
 from tqdm import tqdm
 
+ABSTENTIONS = {"not_found", "clarification", "error"}
+"""Answer kinds that give no answer. ``no_retrieval`` (an answer from general knowledge) is an
+answer: it is not counted as an honest abstention."""
 CORPUS_KB = "eval-corpus"
 WEB_KB = "eval-web"
 # Comparison targets runnable by name; never part of "all".
@@ -72,6 +76,8 @@ class Record:
     source: str
     question: str
     answer: str
+    quote: str
+    confidence: float | None
     answer_kind: str | None
     sources: list[dict[str, Any]]
     stop_reason: str | None
@@ -117,20 +123,30 @@ def stratified_sample(items: Sequence[QAItem], limit: int | None, seed: int) -> 
 
 def score(item: QAItem, result: RunResult) -> dict[str, float]:
     """Every metric that applies to this question; the others are left out (not zero)."""
-    answer = result.answer if result.answer_kind != "not_found" else ""
-    abstained = result.answer_kind in {"not_found", "no_retrieval"}
+    abstained = result.answer_kind in ABSTENTIONS
+    # What a reader sees: the short answer and the quote that supports it. EM and F1 are on
+    # the short answer alone; "contains gold" on both.
+    shown = "" if abstained else " ".join(filter(None, (result.answer, result.quote)))
+    answer = "" if abstained else result.answer
     values: dict[str, float] = {}
     if item.answerable:
         values["exact_match"] = metrics.exact_match(answer, item.answers, item.lang)
         values["f1"] = metrics.token_f1(answer, item.answers, item.lang)
-        values["answer_contains"] = metrics.contains_answer(answer, item.answers, item.lang)
+        parts = item.extra.get("answer_parts")
+        if parts:
+            values["answer_contains"] = metrics.contains_all_parts(shown, parts, item.lang)
+        else:
+            values["answer_contains"] = metrics.contains_answer(shown, item.answers, item.lang)
         values["wrong_abstention"] = float(abstained)
         if item.answer_style == "long":
             values["rouge_l"] = metrics.rouge_l(answer, item.answers, item.lang)
     else:
-        recovered = metrics.contains_answer(answer, item.web_answers, item.lang)
+        recovered = metrics.contains_answer(shown, item.web_answers, item.lang)
         values["web_recovery"] = recovered
         values["abstain_or_recover"] = float(abstained or bool(recovered))
+    # Selective QA: an answer is right when it holds the gold (or, for a question the
+    # knowledge base cannot answer, the web's answer); abstaining is right on those only.
+    values["correct"] = values["answer_contains"] if item.answerable else values["web_recovery"]
     if item.answerable and item.gold_doc_ids:
         gold = item.gold_doc_ids
         values["hit@5"] = metrics.hit_at_k(result.retrieved_doc_ids, gold, 5)
@@ -164,6 +180,9 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
     usage = {key: [record.usage.get(key, 0) for record in records] for key in sorted(keys)}
     summary.update(
         questions=len(records),
+        answerable=sum(r.category == "in_corpus" for r in records),
+        unanswerable=sum(r.category != "in_corpus" for r in records),
+        errors=sum(r.answer_kind == "error" for r in records),
         recursion_errors=sum(r.stop_reason == "recursion_error" for r in records),
         seconds_mean=round(statistics.fmean(seconds), 3) if seconds else 0.0,
         seconds_p50=round(_percentile(seconds, 0.5), 3),
@@ -216,9 +235,12 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
     if strategy in BASELINES:
         module = importlib.import_module(BASELINES[strategy])
         graph, recursion_limit = module.graph, module.RECURSION_LIMIT
-    result = await run_question(
-        strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
-    )
+    try:
+        result = await run_question(
+            strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
+        )
+    except Exception as exc:  # one failed run (a model server down) must not end the eval
+        result = RunResult.failed(strategy, f"{type(exc).__name__}: {exc}")
     return Record(
         qid=item.qid,
         strategy=strategy,
@@ -228,6 +250,8 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
         source=item.source,
         question=item.question,
         answer=result.answer,
+        quote=result.quote,
+        confidence=result.confidence,
         answer_kind=result.answer_kind,
         sources=result.sources,
         stop_reason=result.stop_reason,
@@ -324,7 +348,18 @@ def build_report(
             }
             for field in BREAKDOWNS
         }
-        per_strategy[strategy] = {"overall": aggregate(mine), "by": breakdown}
+        per_strategy[strategy] = {
+            "overall": aggregate(mine),
+            "by": breakdown,
+            "risk_coverage": risk_coverage(mine),
+        }
+    baseline = "naive" if "naive" in strategies else None
+    if baseline:
+        for strategy in strategies:
+            per_strategy[strategy]["vs_naive"] = paired_comparison(
+                [r for r in records if r.strategy == strategy],
+                [r for r in records if r.strategy == baseline],
+            )
     return {
         "strategies": per_strategy,
         "context": asdict(context),
@@ -333,38 +368,150 @@ def build_report(
     }
 
 
+def paired_comparison(records: Sequence[Record], baseline: Sequence[Record]) -> dict[str, Any]:
+    """Per answerable question: does this strategy contain the gold where naive does not
+    (a win) or the reverse (a loss)? With a two-sided sign test on wins vs losses."""
+    theirs = {r.qid: r.metrics.get("answer_contains", 0.0) for r in baseline}
+    wins = losses = ties = 0
+    for record in records:
+        if record.category != "in_corpus" or record.qid not in theirs:
+            continue
+        mine, other = record.metrics.get("answer_contains", 0.0), theirs[record.qid]
+        wins += mine > other
+        losses += mine < other
+        ties += mine == other
+    return {"wins": wins, "losses": losses, "ties": ties, "sign_test_p": sign_test(wins, losses)}
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: how likely a split this uneven is if neither side is better."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
+    return round(min(1.0, 2 * tail), 4)
+
+
+def risk_coverage(records: Sequence[Record]) -> dict[str, Any]:
+    """Selective QA (Kamath et al. 2020): answers ranked by confidence, accuracy among the
+    most confident share of all questions. Abstentions are never covered, so a strategy that
+    abstains on 30 % of questions stops at coverage 0.7."""
+    answered = sorted(
+        (r for r in records if r.answer_kind not in ABSTENTIONS),
+        key=lambda r: -(r.confidence if r.confidence is not None else 0.0),
+    )
+    total = len(records) or 1
+    points, correct = [], 0.0
+    for n, record in enumerate(answered, start=1):
+        correct += record.metrics.get("correct", 0.0)
+        points.append((round(n / total, 4), round(correct / n, 4)))
+    at = {}
+    for level in (0.25, 0.5, 0.75, 1.0):
+        reached = [accuracy for coverage, accuracy in points if coverage <= level + 1e-9]
+        at[f"{level:.2f}"] = reached[-1] if reached else None
+    area = sum(accuracy for _, accuracy in points) / total if points else 0.0
+    # Calibration: how often answers at each confidence level are right.
+    bins: dict[str, list[float]] = defaultdict(list)
+    for record in answered:
+        level = min(4, int(5 * (record.confidence or 0.0)))
+        bins[f"{level / 5:.1f}-{(level + 1) / 5:.1f}"].append(record.metrics.get("correct", 0.0))
+    calibration = {
+        key: {"answers": len(v), "accuracy": round(statistics.fmean(v), 3)}
+        for key, v in sorted(bins.items())
+    }
+    return {
+        "points": points,
+        "accuracy_at": at,
+        "area": round(area, 4),
+        "calibration": calibration,
+    }
+
+
 def headline_table(report: dict[str, Any]) -> str:
-    header = "| strategy | " + " | ".join(label for _, label in HEADLINE) + " |"
-    rule = "|---|" + "---:|" * len(HEADLINE)
+    header = (
+        "| strategy | answerable / unanswerable | errors | "
+        + " | ".join(label for _, label in HEADLINE)
+        + " | wins / losses vs naive (sign test p) |"
+    )
+    rule = "|---|---:|---:|" + "---:|" * len(HEADLINE) + "---:|"
     rows = []
     for strategy, data in report["strategies"].items():
         overall = data["overall"]
-        cells = []
+        cells = [f"{overall['answerable']} / {overall['unanswerable']}", str(overall["errors"])]
         for key, _ in HEADLINE:
             value = overall.get(key)
             cells.append(
                 "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
             )
+        paired = data.get("vs_naive")
+        cells.append(
+            f"{paired['wins']} / {paired['losses']} ({paired['sign_test_p']:.3f})"
+            if paired and strategy != "naive"
+            else "–"
+        )
         rows.append(f"| {strategy} | " + " | ".join(cells) + " |")
     return "\n".join([header, rule, *rows])
 
 
+def risk_coverage_table(report: dict[str, Any]) -> str:
+    levels = ("0.25", "0.50", "0.75", "1.00")
+    rows = [
+        "| strategy | " + " | ".join(f"accuracy at coverage {x}" for x in levels) + " | area |",
+        "|---|" + "---:|" * (len(levels) + 1),
+    ]
+    for strategy, data in report["strategies"].items():
+        curve = data["risk_coverage"]
+        cells = [
+            "–" if curve["accuracy_at"][x] is None else f"{curve['accuracy_at'][x]:.3f}"
+            for x in levels
+        ]
+        rows.append(f"| {strategy} | " + " | ".join(cells) + f" | {curve['area']:.3f} |")
+    rows += ["", "Calibration (answers per confidence band: how many, and the share right):", ""]
+    bands = [f"{b / 5:.1f}-{(b + 1) / 5:.1f}" for b in range(5)]
+    rows += ["| strategy | " + " | ".join(bands) + " |", "|---|" + "---:|" * len(bands)]
+    for strategy, data in report["strategies"].items():
+        calibration = data["risk_coverage"]["calibration"]
+        cells = [
+            f"{calibration[b]['answers']}: {calibration[b]['accuracy']:.2f}"
+            if b in calibration
+            else "–"
+            for b in bands
+        ]
+        rows.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def write_report(report: dict[str, Any], out_dir: Path) -> None:
     (out_dir / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=1))
-    plot_path = plot_tradeoff(report, out_dir / "accuracy_vs_cost.png")
+    cost_plot = plot_tradeoff(report, out_dir / "accuracy_vs_cost.png")
+    coverage_plot = plot_risk_coverage(report, out_dir / "risk_coverage.png")
     lines = [
         "# reflexrag evaluation",
         "",
         headline_table(report),
         "",
-        f"![accuracy vs cost]({plot_path.name})",
-        "",
         f"{report['fixture']['questions'] if 'fixture' in report else ''} questions per "
-        f'strategy; wall time {report["wall_seconds"]} s. "contains gold", F1 and EM are over '
-        'answerable questions (a not-found answer scores 0); "honest on unanswerable" is the '
-        "share of unanswerable / out-of-corpus questions answered with not-found or with the "
-        "web answer. hit@5 and MRR@10 are over answerable questions, on the documents each "
-        "strategy actually retrieved (top_k per round), in retrieval order.",
+        f'strategy; wall time {report["wall_seconds"]} s. "contains gold" is over answerable '
+        "questions, on the short answer and its supporting quote (a not-found answer scores "
+        '0); EM and F1 are on the short answer alone. "honest on unanswerable" is the share '
+        "of unanswerable / out-of-corpus questions answered with not-found or with the web's "
+        "answer (an answer from general knowledge is not an abstention). hit@5 and MRR@10 are "
+        "over answerable questions, on the documents each strategy actually retrieved. Wins / "
+        "losses: answerable questions where the strategy contains the gold and naive does not, "
+        "and the reverse; p is a two-sided exact sign test.",
+        "",
+        f"![accuracy vs cost]({cost_plot.name})",
+        "",
+        "## Risk and coverage",
+        "",
+        "Answers ranked by their confidence; accuracy (right answers, counting any answer to an "
+        "unanswerable question as wrong) among the most confident share of all questions. A "
+        "strategy that abstains more stops at a lower coverage; `min_confidence` chooses the "
+        "point on its curve.",
+        "",
+        risk_coverage_table(report),
+        "",
+        f"![risk and coverage]({coverage_plot.name})",
         "",
     ]
     for strategy, data in report["strategies"].items():
@@ -392,26 +539,59 @@ def write_report(report: dict[str, Any], out_dir: Path) -> None:
     (out_dir / "report.md").write_text("\n".join(lines))
 
 
-def plot_tradeoff(report: dict[str, Any], path: Path) -> Path:
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for strategy, data in report["strategies"].items():
+    return plt
+
+
+_MARKERS = "osD^v<>pP*Xh"
+
+
+def plot_tradeoff(report: dict[str, Any], path: Path) -> Path:
+    """Accuracy against calls and seconds; strategies in a legend (labels on the points
+    overlap when strategies tie), axes from 0."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for n, (strategy, data) in enumerate(report["strategies"].items()):
         overall = data["overall"]
         accuracy = overall.get("answer_contains", 0.0)
         calls = overall["llm_calls"] + overall["judge_calls"]
         for axis, x in ((axes[0], calls), (axes[1], overall["seconds_mean"])):
-            axis.scatter([x], [accuracy], s=60)
-            axis.annotate(strategy, (x, accuracy), textcoords="offset points", xytext=(5, 5))
+            axis.scatter([x], [accuracy], s=70, marker=_MARKERS[n % len(_MARKERS)], label=strategy)
     axes[0].set_xlabel("judge + LLM calls per question")
     axes[1].set_xlabel("mean seconds per question")
     for axis in axes:
         axis.set_ylabel("answer contains gold (answerable)")
+        axis.set_xlim(left=0)
+        axis.set_ylim(0, 1)
         axis.grid(alpha=0.3)
+    axes[1].legend(loc="lower right", fontsize=8)
     figure.suptitle("reflexrag strategies: accuracy vs cost")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def plot_risk_coverage(report: dict[str, Any], path: Path) -> Path:
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(6.5, 4.5))
+    for n, (strategy, data) in enumerate(report["strategies"].items()):
+        points = data["risk_coverage"]["points"]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            axis.plot(xs, ys, label=strategy, linestyle=("-", "--", ":", "-.")[n % 4])
+    axis.set_xlim(0, 1)
+    axis.set_ylim(0, 1)
+    axis.set_xlabel("coverage (share of all questions answered)")
+    axis.set_ylabel("accuracy of the answered")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.suptitle("risk and coverage: answers ranked by confidence")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

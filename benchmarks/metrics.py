@@ -68,6 +68,18 @@ def contains_answer(prediction: str, golds: Sequence[str], lang: str | None = No
     return float(any(normalize(g, lang) in pred for g in golds if normalize(g, lang)))
 
 
+def contains_all_parts(
+    prediction: str, parts: Sequence[str | Sequence[str]], lang: str | None = None
+) -> float:
+    """1 when every part (a string, or a list of alternative strings) occurs in the answer."""
+    return float(
+        all(
+            contains_answer(prediction, [part] if isinstance(part, str) else list(part), lang)
+            for part in parts
+        )
+    )
+
+
 def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
     previous = [0] * (len(b) + 1)
     for x in a:

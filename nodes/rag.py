@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
-from reflexrag.nodes.judges import Generator, Judge, get_generator, get_judge
+from reflexrag.nodes.judges import Answer, Generator, Judge, get_generator, get_judge
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.providers.knowledge_base import KnowledgeBase, get_knowledge_base
 from reflexrag.providers.loaders import ensure_sample_kb
@@ -106,11 +106,15 @@ def graded_documents(state: RAGState, relevant_only: bool = True) -> list[Docume
 
 
 def generation_context(state: RAGState, context: Context) -> list[Document]:
-    """CRAG's refined strips; else relevant graded documents; else the last retrieval (naive)."""
+    """CRAG's refined strips; else the relevant graded documents, best first, followed by
+    what the first retrieval found (what naive RAG would have read: a grade just under the
+    bar must not hide the answer from the generator); else the last retrieval (naive)."""
     if state.get("knowledge_strips"):
         return list(state["knowledge_strips"])
     if state.get("doc_grades"):
-        return graded_documents(state)[: context.max_context_docs]
+        relevant = graded_documents(state)[: context.max_context_docs]
+        first = (state.get("documents") or [])[: context.top_k]
+        return list({doc.id: doc for doc in [*relevant, *first]}.values())
     wanted = state.get("last_retrieved_ids") or []
     by_id = {doc.id: doc for doc in state.get("documents") or []}
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
@@ -122,6 +126,8 @@ _FRESH_QUESTION: dict[str, Any] = {
     "last_retrieved_ids": [],
     "doc_grades": RESET,
     "generation": "",
+    "quote": "",
+    "confidence": None,
     "answer_kind": None,
     "sources": [],
     "grounding": None,
@@ -314,6 +320,8 @@ async def answer_from(
     used = [doc for doc in documents if str(doc.id) in set(answer.used_ids)]
     return {
         "generation": text,
+        "quote": answer.quote,
+        "confidence": answer_confidence(answer, used, grades),
         "answer_kind": kind,
         "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
         "generation_attempts": attempt,
@@ -321,11 +329,24 @@ async def answer_from(
     }
 
 
+def answer_confidence(
+    answer: Answer, used: list[Document], grades: dict[str, DocGrade]
+) -> float | None:
+    """The generator's own confidence, or (an LLM says none) the best relevance grade of the
+    documents it cited."""
+    if answer.confidence is not None:
+        return answer.confidence
+    scores = [grades[doc.id]["score"] for doc in used if doc.id in grades]
+    return round(max(scores), 4) if scores else None
+
+
 async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Write (or, locally, extract) an answer from the relevant documents."""
+    """Write (or, locally, extract) an answer from the relevant documents. Only an answer
+    judged ungrounded is retried as such (a new answer, not the rejected one); after a new
+    retrieval the generator starts afresh."""
     context = context_of(runtime)
     documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
-    update = await answer_from(state, context, documents)
+    update = await answer_from(state, context, documents, retry=state.get("grounding") == "none")
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
     return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
 
@@ -335,11 +356,16 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     context = context_of(runtime)
     judge = await judge_for(context)
     documents = generation_context(state, context)
+    # A short answer stands on its quote: the quote must be grounded, and the answer with
+    # its quote must answer the question ("1943" alone shares no word with "When did…").
+    answer, quote = state["generation"], state.get("quote") or ""
     with metered() as meter:
-        grounding = await judge.grade_grounding(state["generation"], documents)
+        grounding = await judge.grade_grounding(quote or answer, documents)
         usefulness = None
         if grounding.level != "none":
-            usefulness = await judge.grade_usefulness(original_question(state), state["generation"])
+            usefulness = await judge.grade_usefulness(
+                original_question(state), f"{answer} {quote}".strip()
+            )
     useful = bool(usefulness and usefulness.useful)
     if grounding.level == "none":
         summary = f"not grounded ({grounding.score:.2f})"
@@ -390,20 +416,58 @@ def give_up_reason(state: RAGState, context: Context) -> str:
 
 
 async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """End honestly: no answer, the closest evidence seen, and why the loop stopped."""
+    """End without an answer the judges accepted. The best evidence seen may still answer:
+    if the answer it gives reaches ``min_confidence`` it is returned, marked with that
+    confidence and the reason the loop stopped; otherwise an honest "not found" with the
+    closest evidence."""
     context = context_of(runtime)
     reason = give_up_reason(state, context)
     grades = state.get("doc_grades") or {}
     closest = graded_documents(state, relevant_only=False)[:3]
     question = original_question(state)
+    # Evidence the judges found too weak may still answer; answers they found ungrounded
+    # would only be produced again.
+    best_effort = (
+        await best_evidence_answer(state, context, closest)
+        if reason in ("max_retrieval_attempts", "no_relevant_knowledge")
+        else None
+    )
+    if best_effort is not None:
+        confidence = best_effort["confidence"]
+        summary = f"{reason}; answering from the best evidence (confidence {confidence:.2f})"
+        return {**best_effort, "stop_reason": reason, "steps": step("give_up", summary)}
     if state.get("web_searches"):
         answer = NOT_FOUND_ANYWHERE_ZH if is_chinese(question) else NOT_FOUND_ANYWHERE
     else:
         answer = NOT_FOUND_ANSWER_ZH if is_chinese(question) else NOT_FOUND_ANSWER
     return {
         "generation": answer,
+        "quote": "",
+        "confidence": None,
         "answer_kind": "not_found",
         "sources": [to_source(doc, grades[doc.id]["score"]) for doc in closest],
         "stop_reason": reason,
         "steps": step("give_up", reason),
     }
+
+
+async def best_evidence_answer(
+    state: RAGState, context: Context, closest: list[Document]
+) -> dict[str, Any] | None:
+    """The answer the closest evidence gives, when its confidence reaches the run's
+    ``min_confidence``; None when it does not, or there is no evidence."""
+    if not closest or context.min_confidence >= 1.0:
+        return None
+    generator = await generator_for(context)
+    if not generator.reports_confidence:
+        # Its answer's confidence will be the best grade of its sources: decide before
+        # paying for a generation.
+        grades = state.get("doc_grades") or {}
+        best = max((grades[doc.id]["score"] for doc in closest if doc.id in grades), default=0.0)
+        if best < context.min_confidence:
+            return None
+    update = await answer_from(state, context, closest, retry=False)
+    confidence = update.get("confidence")
+    if not update["generation"] or confidence is None or confidence < context.min_confidence:
+        return None
+    return update

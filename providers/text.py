@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 import jieba
 import tiktoken
@@ -26,7 +27,7 @@ _CJK_RUN_RE = re.compile(f"[{_CJK}]+")
 _WORD_UNIT_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 # Split after sentence punctuation; Chinese punctuation needs no following space.
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])|(?<=[。！？；])")
+_CHINESE_SENTENCE_END_RE = re.compile(r"(?<=[。！？；!?])")
 
 ENGLISH_STOPWORDS = frozenset(
     """
@@ -94,12 +95,48 @@ def split_into_chunks(text: str, chunk_tokens: int = 250, overlap_tokens: int = 
     return [chunk.strip() for chunk in splitter.split_text(text) if chunk.strip()]
 
 
+@lru_cache(maxsize=1)
+def _english_segmenter() -> Any:
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+@lru_cache(maxsize=4096)
+def _split_line(line: str) -> tuple[str, ...]:
+    if _CJK_RE.search(line) and is_chinese(line):
+        parts = _CHINESE_SENTENCE_END_RE.split(line)
+    else:
+        # pysbd knows abbreviations ("St.", "Michael E.", "U.S.") and decimals.
+        parts = _english_segmenter().segment(line)
+    return tuple(part.strip() for part in parts if part.strip())
+
+
 def split_sentences(text: str) -> list[str]:
     """Split English and Chinese text into sentences, keeping their punctuation."""
-    sentences: list[str] = []
-    for line in text.splitlines():
-        sentences.extend(part.strip() for part in _SENTENCE_END_RE.split(line) if part.strip())
-    return sentences
+    return [sentence for line in text.splitlines() for sentence in _split_line(line)]
+
+
+def sentence_key(sentence: str) -> str:
+    """What makes two sentences the same: overlapping chunks of one document repeat some."""
+    return " ".join(sentence.lower().split())
+
+
+def same_language(question: str, text: str) -> bool:
+    """Whether a question and a text are both Chinese or both not: shared words only mean
+    something then."""
+    return is_chinese(question) == is_chinese(text)
+
+
+def join_terms(words: Iterable[str]) -> str:
+    """Terms back into a query: Chinese words run together, but a space separates any word
+    from Latin letters or digits ("发现 1753" stays two terms, not "发现1753")."""
+    query = ""
+    for word in words:
+        if query and not (_CJK_RE.match(word[0]) and _CJK_RE.match(query[-1])):
+            query += " "
+        query += word
+    return query
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:

@@ -42,6 +42,7 @@ def _context(args: argparse.Namespace) -> Any:
         "max_rounds",
         "iterative_stop",
         "completeness_threshold",
+        "min_confidence",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -79,10 +80,10 @@ def _print_result(result: Any) -> None:
         if result.sources:
             print("Closest evidence:")
     else:
-        label = (
-            " (extractive: quoted from the sources)" if result.answer_kind == "extractive" else ""
-        )
+        label = " (extractive: from the sources)" if result.answer_kind == "extractive" else ""
         print(f"Answer{label}:\n{result.answer}")
+        if result.quote:
+            print(f"Quote: “{result.quote}”")
         if result.sources:
             print("Sources:")
     for n, source in enumerate(result.sources, start=1):
@@ -90,8 +91,9 @@ def _print_result(result: Any) -> None:
             f"  [{n}] {source['title']} ({source['doc_id']}, {source['origin']}, "
             f"score {source['score']:.2f})"
         )
+    confidence = "" if result.confidence is None else f"confidence: {result.confidence:.2f}  ·  "
     print(
-        f"stop_reason: {result.stop_reason}  ·  {result.elapsed_s:.2f}s  ·  "
+        f"stop_reason: {result.stop_reason}  ·  {confidence}{result.elapsed_s:.2f}s  ·  "
         f"llm_calls: {result.llm_calls}"
     )
 
@@ -232,6 +234,7 @@ def _eval(args: argparse.Namespace) -> int:
             ("generator_backend", args.generator_backend),
             ("top_k", args.top_k),
             ("retrieval_mode", args.retrieval_mode),
+            ("min_confidence", args.min_confidence),
         )
         if v is not None
     }
@@ -299,6 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="EXPR",
         help="metadata filter, repeatable: lang=zh, 'year>=2020', 'source in a,b'",
     )
+    ask.add_argument(
+        "--min-confidence",
+        type=float,
+        help="self-correcting strategies: answer from the best evidence past their judges only "
+        "at this confidence (0-1; 0 always answers)",
+    )
     ask.add_argument("--max-query-rewrites", type=int)
     ask.add_argument("--max-regenerations", type=int)
     ask.add_argument("--judge-backend", choices=["local", "llm"])
@@ -340,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", type=Path, default=Path("eval-out"))
     evaluate.add_argument("--top-k", type=int)
     evaluate.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
+    evaluate.add_argument("--min-confidence", type=float, help="abstention level (0-1)")
     evaluate.add_argument("--judge-backend", choices=["local", "llm"])
     evaluate.add_argument("--generator-backend", choices=["local", "llm"])
     evaluate.set_defaults(handler=_eval)

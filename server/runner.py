@@ -29,6 +29,7 @@ class NothingToResumeError(ValueError):
 @dataclass
 class RunResult:
     answer: str
+    """The answer first: a short span (local backend) or the written answer (LLM)."""
     answer_kind: str | None
     sources: list[dict[str, Any]]
     stop_reason: str | None
@@ -52,6 +53,30 @@ class RunResult:
     """The run is paused on a question for the user; resume its thread with the reply."""
     retrieved_doc_ids: list[str] = field(default_factory=list)
     context_doc_ids: list[str] = field(default_factory=list)
+    quote: str = ""
+    """The source sentence(s) supporting a short answer."""
+    confidence: float | None = None
+    """0-1: how likely the answer is right."""
+    error: str | None = None
+    """Why the run failed (a model server down, say); the answer is then empty."""
+
+    @classmethod
+    def failed(cls, strategy: str, error: str) -> RunResult:
+        """A run that raised: an error result, so a batch (the eval) records it and goes on."""
+        return cls(
+            answer="",
+            answer_kind="error",
+            sources=[],
+            stop_reason="error",
+            strategy=strategy,
+            crag_action=None,
+            counters={},
+            steps=[],
+            usage={},
+            llm_calls=0,
+            elapsed_s=0.0,
+            error=error,
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -64,6 +89,8 @@ class RunResult:
             ("rounds", []),
             ("skip_rate", None),
             ("clarifying_question", None),
+            ("quote", ""),
+            ("error", None),
         ):
             if data[key] == empty:
                 data.pop(key)
@@ -85,6 +112,8 @@ def _result_from_state(
     )
     return RunResult(
         answer=values.get("generation") or "",
+        quote=values.get("quote") or "",
+        confidence=values.get("confidence"),
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),
         stop_reason=values.get("stop_reason"),

@@ -16,6 +16,8 @@ from reflexrag.providers.settings import KB_NAME_RE, get_settings
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted (characters); the CLI, the HTTP API and the graphs enforce it."""
+DEFAULT_MIN_CONFIDENCE = 0.5
+"""Abstention level of the self-correcting strategies (see ``min_confidence``)."""
 MAX_RECURSION_LIMIT = 1000
 """Largest ``recursion_limit`` a caller may set; the bounded loops need far fewer steps."""
 
@@ -137,6 +139,12 @@ class Context:
             "description": "Adaptive: ask the user (interrupt) when a question is ambiguous; "
             "off, the run ends with stop_reason needs_clarification."
         },
+    )
+    min_confidence: Annotated[float, between(0, 1)] = described(
+        DEFAULT_MIN_CONFIDENCE,
+        "When a self-correcting loop ends without evidence its judges accept, answer from "
+        "the best evidence seen if the answer's confidence reaches this, else say not found "
+        "(0: always answer; 1: never answer past the judges).",
     )
     relevance_threshold: Annotated[float | None, between(0, 1)] = described(
         None, "Override the judge's calibrated relevance threshold (0-1)."

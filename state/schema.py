@@ -156,6 +156,11 @@ class RAGState(TypedDict, total=False):
     """Chunk ids returned by the most recent retrieval."""
     doc_grades: Annotated[dict[str, DocGrade], merge_grades]
     generation: str
+    """The answer: a short span (local backend) or a written answer (LLM)."""
+    quote: str
+    """The source sentence(s) supporting a short answer."""
+    confidence: float
+    """0-1: how likely the answer is right (for ranking answers and for abstaining)."""
     answer_kind: Literal["extractive", "generative", "not_found", "no_retrieval", "clarification"]
     sources: list[Source]
     grounding: Grounding

@@ -127,6 +127,7 @@ class KeywordJudge:
 
 class FirstStripGenerator:
     backend = "fake"
+    reports_confidence = False
 
     async def generate(self, question, documents, attempt=1):
         return Answer(documents[0].page_content, "extractive", [str(documents[0].id)])

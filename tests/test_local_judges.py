@@ -60,7 +60,8 @@ async def test_retrieval_rules():
     assert not (await judge.needs_retrieval("hello!")).needed
     assert not (await judge.needs_retrieval("2 + 2 * 3")).needed
     assert not (await judge.needs_retrieval("Write a Python function that sorts a list")).needed
-    assert not (await judge.needs_retrieval("What is love?", [PARIS])).needed
+    # A weak best match is no reason to skip the knowledge base: its loop decides.
+    assert (await judge.needs_retrieval("What is love?", [PARIS])).needed
     assert not (await judge.needs_retrieval("What is love?", [])).needed
     assert (await judge.needs_retrieval("What is Nikola Tesla known for?", [PARIS, TESLA])).needed
     assert (await judge.needs_retrieval("特斯拉是哪一年去世的？")).needed

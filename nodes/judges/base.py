@@ -71,8 +71,13 @@ class RoundAssessment:
 @dataclass(frozen=True)
 class Answer:
     text: str
+    """The answer itself: a short span (local) or the written answer (LLM)."""
     kind: Literal["extractive", "generative", "no_retrieval"]
     used_ids: list[str] = field(default_factory=list)
+    quote: str = ""
+    """The sentence(s) that support a short answer, as they stand in the source."""
+    confidence: float | None = None
+    """0-1, how likely the answer is right; None when the backend cannot say."""
 
 
 class Judge(Protocol):
@@ -137,6 +142,8 @@ class Generator(Protocol):
     """Writes the answer from the question and the selected documents."""
 
     backend: str
+    reports_confidence: bool
+    """Whether its answers carry their own confidence (else the sources' grades stand in)."""
 
     async def generate(
         self, question: str, documents: Sequence[Document], attempt: int

@@ -290,6 +290,7 @@ class LLMGenerator:
     """Writes a cited answer with a chat model; its tokens stream to ``messages`` listeners."""
 
     backend = "llm"
+    reports_confidence = False
 
     def __init__(self, model: BaseChatModel) -> None:
         self.model = model

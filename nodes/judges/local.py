@@ -38,13 +38,17 @@ from reflexrag.nodes.judges.rules import (
     no_retrieval_reason,
     unresolved_reference,
 )
+from reflexrag.nodes.judges.spans import answer_span, has_kind, question_focus
 from reflexrag.nodes.judges.usage import record
 from reflexrag.providers.embeddings import rescale_cosine
 from reflexrag.providers.text import (
     count_tokens,
     coverage,
     is_chinese,
+    join_terms,
     keywords,
+    same_language,
+    sentence_key,
     split_sentences,
     term_set,
     terms,
@@ -63,23 +67,16 @@ CRAG_THRESHOLDS = {"any": (0.60, 0.45), "mean_top3": (0.50, 0.30)}
 GROUNDED_FULLY = 0.9
 GROUNDED_PARTIALLY = 0.6
 USEFUL_THRESHOLD = 0.3
+YES_COVERAGE = 0.6
+MULTI_HOP_SOURCES = 2
+MISSING_KIND_FACTOR = 0.85
+"""Score kept by text that lacks the kind of thing asked for, or the question's negation."""
+"""A yes/no claim counts as supported when its evidence holds this share of its terms."""
 
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
 )
-_NUMBER_Q_RE = re.compile(r"\bhow (many|much|long|old|far|large|big|tall)\b|多少|几", re.I)
-_DATE_Q_RE = re.compile(
-    r"\bwhen\b|\bwhat (year|date|month|day|century|decade)\b|哪一?年|何时|什么时候|哪天|日期", re.I
-)
 T = TypeVar("T")
-_HAS_NUMBER_RE = re.compile(
-    r"\d|[一二三四五六七八九十百千万亿两]|\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|dozen)\b",
-    re.I,
-)
-_HAS_DATE_RE = re.compile(
-    r"\d|\b(january|february|march|april|may|june|july|august|september|october|november|december|century|decade)\b|[年月日世纪]",
-    re.I,
-)
 
 
 def off_the_loop(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
@@ -98,22 +95,6 @@ def document_text(doc: Document) -> str:
     return f"{title}\n{doc.page_content}" if title else doc.page_content
 
 
-def expected_answer_type(question: str) -> str:
-    if _DATE_Q_RE.search(question):
-        return "date"
-    if _NUMBER_Q_RE.search(question):
-        return "number"
-    return "any"
-
-
-def matches_answer_type(answer_type: str, text: str) -> bool:
-    if answer_type == "date":
-        return bool(_HAS_DATE_RE.search(text))
-    if answer_type == "number":
-        return bool(_HAS_NUMBER_RE.search(text))
-    return True
-
-
 class LocalScorer:
     """Question-to-text scores shared by the local judge and the extractive generator."""
 
@@ -122,7 +103,10 @@ class LocalScorer:
         self.cosine_weight = cosine_weight
 
     def scores(self, question: str, texts: Sequence[str]) -> np.ndarray:
-        """Blend of rescaled cosine and weighted term coverage, each text against the question."""
+        """Blend of rescaled cosine and weighted term coverage, each text against the question.
+
+        Across languages (a Chinese question, an English text) shared words mean nothing, so
+        such a text is scored by meaning alone: the multilingual embedding bridges them."""
         if not texts:
             return np.zeros(0)
         query_vector = np.asarray(self.embeddings.embed_query(question))
@@ -130,7 +114,9 @@ class LocalScorer:
         cosine = rescale_cosine(text_vectors @ query_vector)
         question_terms = terms(question)
         lexical = np.array([coverage(question_terms, term_set(text)) for text in texts])
-        return self.cosine_weight * cosine + (1 - self.cosine_weight) * lexical
+        blended = self.cosine_weight * cosine + (1 - self.cosine_weight) * lexical
+        crossed = np.array([not same_language(question, text) for text in texts])
+        return np.where(crossed, cosine, blended)
 
 
 class LocalJudge:
@@ -152,20 +138,21 @@ class LocalJudge:
         record(self.backend, "router")
         if reason := no_retrieval_reason(question):
             return RetrievalDecision(False, reason)
-        if _GENERAL_RE.search(question):
-            if not closest:
-                return RetrievalDecision(False, "general knowledge; the knowledge base is empty")
-            score = float(max(self.scorer.scores(question, [document_text(d) for d in closest])))
-            if score < self.relevance_threshold:
-                return RetrievalDecision(
-                    False, f"general knowledge; the best knowledge-base match scores {score:.2f}"
-                )
+        # "What is X?" may be general knowledge, but when the knowledge base holds anything
+        # the retrieval loop, not a score bar, decides whether it knows X.
+        if _GENERAL_RE.search(question) and not closest:
+            return RetrievalDecision(False, "general knowledge; the knowledge base is empty")
         return RetrievalDecision(True, "asks for facts the knowledge base may hold")
 
     @off_the_loop
     def grade_documents(self, question: str, documents: Sequence[Document]) -> list[RelevanceGrade]:
+        """On topic is not enough: a chunk that holds nothing of the kind asked for (no date
+        for "when", no number for "how many") scores lower."""
         texts = [document_text(doc) for doc in documents]
-        scores = self.scorer.scores(question, texts)
+        focus = question_focus(question)
+        scores = self.scorer.scores(question, texts) * np.array(
+            [1.0 if has_kind(focus.kind, text) else MISSING_KIND_FACTOR for text in texts]
+        )
         for _ in documents:
             record(self.backend, "grader")
         return [
@@ -199,9 +186,9 @@ class LocalJudge:
     def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
         """Right kind of answer (a date for "when", a number for "how many") and on topic."""
         record(self.backend, "grader")
-        answer_type = expected_answer_type(question)
-        if not matches_answer_type(answer_type, answer):
-            return UsefulnessGrade(False, 0.0, f"expected a {answer_type}, the answer has none")
+        focus = question_focus(question)
+        if not has_kind(focus.kind, answer):
+            return UsefulnessGrade(False, 0.0, f"expected a {focus.kind}, the answer has none")
         score = float(self.scorer.scores(question, [answer])[0])
         useful = score >= USEFUL_THRESHOLD
         return UsefulnessGrade(useful, round(score, 4), "on topic" if useful else "off topic")
@@ -215,15 +202,13 @@ class LocalJudge:
             known = set(words)
             extra = [t for t in keywords(document_text(documents[0]), limit=20) if t not in known]
             words = words + extra[: 2 * (attempt - 1)]
-        joiner = "" if is_chinese(question) else " "
-        return joiner.join(words) or question
+        return join_terms(words) or question
 
     @off_the_loop
     def search_query(self, question: str) -> str:
         """The question's three weightiest keywords."""
         record(self.backend, "rewriter")
-        joiner = "" if is_chinese(question) else " "
-        return joiner.join(keywords(question, limit=3)) or question
+        return join_terms(keywords(question, limit=3)) or question
 
     @off_the_loop
     def classify_complexity(self, question: str, history: Sequence[str] = ()) -> ComplexityVerdict:
@@ -272,8 +257,15 @@ class LocalJudge:
             sum(name.lower() in lowered for name in names) / len(names) if names else term_share
         )
         completeness = 1 + round(9 * (term_share + name_share) / 2) if draft else 1
-        if not matches_answer_type(expected_answer_type(question), draft):
+        if not has_kind(question_focus(question).kind, draft):
             completeness = min(completeness, 5)
+        features = complexity_features(question)
+        sources = {doc.metadata.get("doc_id", doc.id) for doc in context}
+        if (features["bridge"] or features["comparison"] or features["multi_part"]) and len(
+            sources
+        ) < MULTI_HOP_SOURCES:
+            # A question that ties facts together is not complete from a single source.
+            completeness = min(completeness, 7)
         quality = round(10 * float(self.scorer.scores(question, [draft])[0])) if draft else 0
         missing = [term for term in keywords(question) if term not in context_terms]
         return RoundAssessment(relevance, completeness, quality, missing)
@@ -291,14 +283,16 @@ class LocalJudge:
             words = [*found[:3], *missing, *question_words]
         else:
             words = [*missing, *(t for t in question_words if t not in set(missing))]
-        joiner = "" if is_chinese(question) else " "
-        return joiner.join(dict.fromkeys(words)) or question
+        return join_terms(dict.fromkeys(words)) or question
 
 
 class ExtractiveGenerator:
-    """Answers by quoting the best-matching sentences of the documents, with their sources."""
+    """Answers with the words of the best-matching sentence that answer the question (a
+    date, a number, a name, a phrase; the sentence itself for "why" and "how" questions),
+    quoting that sentence with its source."""
 
     backend = "local"
+    reports_confidence = True
 
     def __init__(self, embeddings: Embeddings, max_sentences: int = 2) -> None:
         self.scorer = LocalScorer(embeddings, SENTENCE_COSINE_WEIGHT)
@@ -306,18 +300,19 @@ class ExtractiveGenerator:
 
     @off_the_loop
     def generate(self, question: str, documents: Sequence[Document], attempt: int = 1) -> Answer:
-        candidates = [
-            (sentence, doc) for doc in documents for sentence in split_sentences(doc.page_content)
-        ]
+        # Overlapping chunks of one document repeat sentences: each is read once.
+        unique: dict[str, tuple[str, Document]] = {}
+        for doc in documents:
+            for sentence in split_sentences(doc.page_content):
+                unique.setdefault(sentence_key(sentence), (sentence, doc))
+        candidates = list(unique.values())
         prompt_tokens = count_tokens(question) + sum(count_tokens(s) for s, _ in candidates)
         if not candidates:
             record(self.backend, "generator", prompt_tokens)
             return Answer("", "extractive")
         scores = self.scorer.scores(question, [sentence for sentence, _ in candidates])
-        answer_type = expected_answer_type(question)
-        bonus = np.array(
-            [0.15 if matches_answer_type(answer_type, s) else 0.0 for s, _ in candidates]
-        )
+        focus = question_focus(question)
+        bonus = np.array([0.15 if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
         ranked = np.argsort(-(scores + bonus), kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
         ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
@@ -327,7 +322,77 @@ class ExtractiveGenerator:
             if scores[index] + bonus[index] >= 0.9 * (scores[best] + bonus[best]):
                 chosen.append(index)
         chosen.sort()
-        text = " ".join(candidates[i][0] for i in chosen)
+        quote = " ".join(candidates[i][0] for i in chosen)
+        span = answer_span(question, candidates[best][0])
+        text = span.text if focus.short else quote
+        if focus.kind == "yesno":
+            text = yes_or_no(question, [candidates[i][0] for i in ranked[:4]])
+        elif focus.short and (shared := name_across_documents(question, documents)):
+            # A name several sources share, that the question does not: what a question
+            # tying several articles together asks for ("which company ... according to
+            # both TechCrunch and The Verge?").
+            text = shared
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
+        confidence = answer_confidence(float(scores[best]), span.score, focus.short)
+        if not same_polarity(question, candidates[best][0]):
+            confidence = round(confidence * MISSING_KIND_FACTOR, 4)
         record(self.backend, "generator", prompt_tokens, count_tokens(text))
-        return Answer(text, "extractive", used_ids)
+        return Answer(
+            text,
+            "extractive",
+            used_ids,
+            quote=quote if text != quote else "",
+            confidence=confidence,
+        )
+
+
+_POLARITY_RE = re.compile(
+    r"\b(not|no|never|without|except|unlike|away from|other than|rather than|instead of|"
+    r"besides|neither|nor|outside)\b|不|没有|沒有|除了|非|无|無",
+    re.IGNORECASE,
+)
+
+
+def same_polarity(question: str, sentence: str) -> bool:
+    """A question asking about what is *not*, or *away from*, something is not answered by a
+    sentence that never says so (and the reverse)."""
+    asked = {m.group(0).lower() for m in _POLARITY_RE.finditer(question)}
+    if not asked:
+        return True
+    said = {m.group(0).lower() for m in _POLARITY_RE.finditer(sentence)}
+    return bool(asked & said)
+
+
+def yes_or_no(question: str, evidence: Sequence[str]) -> str:
+    """ "Yes" when the best evidence covers what the question claims (its content terms),
+    "No" when much of the claim is found nowhere in it."""
+    claim = terms(question)
+    found = term_set(" ".join(evidence))
+    supported = coverage(claim, found) >= YES_COVERAGE
+    if is_chinese(question):
+        return "是" if supported else "否"
+    return "Yes" if supported else "No"
+
+
+def name_across_documents(question: str, documents: Sequence[Document]) -> str | None:
+    """The name most documents mention (at least two of three or more), that the question
+    does not."""
+    if len({doc.metadata.get("doc_id", doc.id) for doc in documents}) < 3:
+        return None
+    asked = question.lower()
+    counts: dict[str, set[str]] = {}
+    for doc in documents:
+        for name in entities(" " + doc.page_content):
+            if len(name) > 2 and name.lower() not in asked and not is_chinese(name):
+                counts.setdefault(name, set()).add(str(doc.metadata.get("doc_id", doc.id)))
+    if not counts:
+        return None
+    name, sources = max(counts.items(), key=lambda item: (len(item[1]), len(item[0])))
+    return name if len(sources) >= max(2, len(documents) // 2) else None
+
+
+def answer_confidence(sentence_score: float, span_score: float, short: bool) -> float:
+    """How likely the answer is right, 0-1: the supporting sentence's match to the question
+    and, for a short answer, how surely the span is the thing asked for."""
+    value = 0.6 * sentence_score + 0.4 * span_score if short else sentence_score
+    return round(float(min(1.0, max(0.0, value))), 4)

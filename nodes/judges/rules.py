@@ -102,6 +102,8 @@ def unresolved_reference(question: str, history: Sequence[str] = ()) -> str | No
     if demonstrative is None:
         return None
     phrase = demonstrative.group(0)
+    if re.search(r"\s[A-Z][a-z]", phrase):
+        return None  # "that Cydippids" names what it points at ("this API" does not)
     rest = question.replace(phrase, " ")
     names = [name for name in entities(rest) if name.lower() not in phrase.lower()]
     if names or _NUMBER_RE.search(rest):

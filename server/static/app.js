@@ -284,6 +284,13 @@ function fact(list, label, value) {
 function showFinal(values, elapsedSeconds) {
   const answer = $("answer");
   answer.textContent = values.generation || "";
+  if (values.quote) {
+    // The short answer first, then the sentence of the source that says it.
+    const quote = document.createElement("blockquote");
+    quote.className = "quote";
+    quote.textContent = values.quote;
+    answer.append(quote);
+  }
   answer.classList.toggle("not-found", values.answer_kind === "not_found");
   const sources = $("sources");
   sources.replaceChildren();
@@ -300,6 +307,7 @@ function showFinal(values, elapsedSeconds) {
   const usage = values.usage || {};
   const llmCalls = Object.entries(usage).filter(([k]) => k.startsWith("llm.")).reduce((n, [, v]) => n + v, 0);
   fact(facts, "stop reason", values.stop_reason);
+  fact(facts, "confidence", values.confidence == null ? null : Number(values.confidence).toFixed(2));
   fact(facts, "route", values.complexity && values.complexity.level);
   fact(facts, "rounds", values.rounds && values.rounds.length ? values.rounds.length : null);
   fact(facts, "query rewrites", values.query_rewrites ?? 0);

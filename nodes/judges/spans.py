@@ -1,0 +1,282 @@
+"""Reading a question for what it asks, and finding that thing in a sentence (local backend).
+
+:func:`question_focus` names the kind of answer a question wants from its *main* question word
+(the first one: "Who can enforce ... when member states ..." wants a person, not a date).
+:func:`answer_span` then picks, inside a supporting sentence, the words that answer: a date, a
+number, a name, or the run of words next to the question's own words that the question does
+not already contain (reading-comprehension questions reuse the passage's wording, so the
+answer sits in the gap). Questions that want an explanation get the whole sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jieba
+from reflexrag.providers.text import ENGLISH_STOPWORDS, is_chinese, terms
+
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+DATE_RE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\.?,?\s+\d{{3,4}}"
+    rf"|(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{3,4}}"
+    rf"|(?:{_MONTHS})\.?\s+\d{{3,4}}"
+    r"|(?:the\s+)?\d{3,4}s"
+    r"|(?:1[0-9]|20)\d{2}(?:\s*(?:–|-|to)\s*(?:1[0-9]|20)?\d{2})?"
+    r"|\d{1,2}(?:st|nd|rd|th)\s+century)\b"
+    r"|(?:公元前?)?\d{1,4}\s*年(?:\s*\d{1,2}\s*月)?(?:\s*\d{1,2}\s*[日號号])?"
+    r"|\d{1,2}\s*月\s*\d{1,2}\s*[日號号]"
+    r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+    "fifty|hundred|thousand|million|billion|dozen|half"
+)
+NUMBER_RE = re.compile(
+    rf"(?:about |around |over |nearly |more than |less than |approximately )?"
+    rf"(?:[$€£¥]\s?)?(?:\d[\d,]*(?:\.\d+)?|(?:{_NUMBER_WORDS})(?:[\s-](?:{_NUMBER_WORDS}))*)"
+    r"(?:\s?(?:%|percent|per cent|[a-z]+(?:\s(?:of|per)\s[a-z]+)?))?"
+    r"|[\d一二三四五六七八九十百千万萬亿億两兩〇零.,]+\s*(?:%|％|[^\s\d，。、；：]{1,2})?",
+    re.IGNORECASE,
+)
+_NAME_RE = re.compile(
+    r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|da|van|von|der|the|and|&|du|la|le|y)?\s*[A-Z][\w'’.-]*)*"
+)
+_AUXILIARIES = (
+    "is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|might|must"
+)
+_WH_RE = re.compile(
+    rf"\b(who|whom|whose|when|where|which|what|how|why|in what|what year|{_AUXILIARIES})\b",
+    re.IGNORECASE,
+)
+_YES_NO_RE = re.compile(rf"^\s*(?:{_AUXILIARIES})\b", re.IGNORECASE)
+_ZH_KINDS = (
+    (
+        "date",
+        re.compile(
+            r"哪一?年|何年|何時|何时|什麼時候|什么时候|哪一?天|幾月|几月|日期|年份|哪一?個朝代"
+        ),
+    ),
+    ("number", re.compile(r"多少|幾|几|多大|多長|多长|多高|多遠|多远|多久")),
+    ("person", re.compile(r"誰|谁|哪一?位|哪些人")),
+    (
+        "place",
+        re.compile(
+            r"哪裡|哪里|哪兒|哪儿|何處|何处|何地|哪一?個(?:地方|國家|城市)|哪个(?:地方|国家|城市)"
+        ),
+    ),
+    (
+        "description",
+        re.compile(
+            r"為什麼|为什么|為何|为何|如何|怎樣|怎样|怎麼|怎么|原因|^什[么麼]是|是什[么麼][？?]?$"
+            r"|介[绍紹]|解[释釋]|做了什[么麼]|有什[么麼](?:特[点點]|作用|用[处處]|意[义義])"
+        ),
+    ),
+    ("yesno", re.compile(r"是否|嗎[？?]?$|吗[？?]?$")),
+)
+_EN_DESCRIPTION_RE = re.compile(
+    r"^\s*(why|how (?!many|much|long|old|far|large|big|tall|often)|describe|explain"
+    r"|what (is|are|was|were) the (relationship|difference|role|purpose|effect|impact"
+    r"|implication|significance|reason|mechanism|function|meaning|definition|history)"
+    r"|what does .* mean)",
+    re.IGNORECASE,
+)
+# "What is CRAG?": a definition, not a fact inside a sentence.
+_DEFINITION_RE = re.compile(
+    r"^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?[\w-]+(?:\s[\w-]+)?\s*\??\s*$", re.I
+)
+_EN_KIND = {
+    "who": "person",
+    "whom": "person",
+    "whose": "person",
+    "when": "date",
+    "where": "place",
+    "what year": "date",
+    "why": "description",
+}
+_DATE_NOUN_RE = re.compile(
+    r"\b(?:what|which|in what|in which)\s+(year|date|month|day|century|decade|era|period)\b", re.I
+)
+_NUMBER_Q_RE = re.compile(r"\bhow (many|much|long|old|far|large|big|tall|often)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a question asks for."""
+
+    kind: str
+    """date, number, person, place, yesno, description, or thing (a name or a phrase)."""
+    terms: frozenset[str]
+    """The question's content terms (what the answer sits next to)."""
+
+    @property
+    def short(self) -> bool:
+        """Answered by a span rather than a whole sentence."""
+        return self.kind not in ("description", "yesno")
+
+
+@lru_cache(maxsize=2048)
+def question_focus(question: str) -> Focus:
+    """The kind of answer the question's main question word asks for."""
+    question_terms = frozenset(terms(question, for_search=False))
+    if is_chinese(question):
+        for kind, pattern in _ZH_KINDS:
+            if pattern.search(question):
+                return Focus(kind, question_terms)
+        return Focus("thing", question_terms)
+    if _NUMBER_Q_RE.search(question):
+        return Focus("number", question_terms)
+    if _DATE_NOUN_RE.search(question):
+        return Focus("date", question_terms)
+    if _YES_NO_RE.match(question):
+        return Focus("yesno", question_terms)
+    if _EN_DESCRIPTION_RE.match(question) or _DEFINITION_RE.match(question):
+        return Focus("description", question_terms)
+    first = _WH_RE.search(question)
+    if first is None:
+        # "show me on a map where ecuador is", "gimme shelter history": a topic, not a fact.
+        return Focus("description", question_terms)
+    word = first.group(1).lower()
+    return Focus(_EN_KIND.get(word, "thing"), question_terms)
+
+
+def has_kind(kind: str, text: str) -> bool:
+    """Whether ``text`` holds something of the kind asked for (names for people and places)."""
+    if kind == "date":
+        return bool(DATE_RE.search(text))
+    if kind == "number":
+        return bool(re.search(r"\d|[一二三四五六七八九十百千万萬亿億两兩]", text)) or bool(
+            re.search(rf"\b(?:{_NUMBER_WORDS})\b", text, re.IGNORECASE)
+        )
+    if kind in ("person", "place") and not is_chinese(text):
+        return bool(_NAME_RE.search(text[1:]))  # not the sentence's capital first letter
+    return True
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    score: float
+    """0-1: how surely this is the answer (its kind matches, it sits by the question's words)."""
+
+
+def _tokens(sentence: str) -> list[tuple[str, int, int]]:
+    """(token, start, end): jieba words for Chinese, words and punctuation for English."""
+    if is_chinese(sentence):
+        found, position = [], 0
+        for word in jieba.cut(sentence):
+            found.append((word, position, position + len(word)))
+            position += len(word)
+        return found
+    return [
+        (m.group(0), m.start(), m.end()) for m in re.finditer(r"[\w'’%$€£.-]+|[^\w\s]", sentence)
+    ]
+
+
+def _in_question(token: str, question_terms: frozenset[str], chinese: bool) -> bool:
+    lowered = token.lower()
+    if chinese:
+        return lowered in question_terms or (
+            len(lowered) > 1 and any(lowered in term or term in lowered for term in question_terms)
+        )
+    folded = terms(lowered, keep_stopwords=True, for_search=False)
+    return bool(folded) and all(word in question_terms for word in folded)
+
+
+def _is_filler(token: str, chinese: bool) -> bool:
+    if not re.search(r"\w", token):
+        return True
+    if chinese:
+        return token in {
+            "的",
+            "是",
+            "了",
+            "在",
+            "而",
+            "和",
+            "與",
+            "与",
+            "及",
+            "被",
+            "為",
+            "为",
+            "於",
+            "于",
+        }
+    return token.lower() in ENGLISH_STOPWORDS
+
+
+def answer_span(question: str, sentence: str) -> Span:
+    """The words of ``sentence`` that answer ``question`` (the sentence itself when the
+    question wants an explanation or nothing shorter fits)."""
+    focus = question_focus(question)
+    if not focus.short:
+        return Span(sentence, 0.5)
+    chinese = is_chinese(sentence)
+    tokens = _tokens(sentence)
+    inside = [_in_question(token, focus.terms, chinese) for token, _, _ in tokens]
+    anchors = [i for i, hit in enumerate(inside) if hit]
+    if not anchors:
+        return Span(sentence, 0.0)
+
+    def distance(start: int, end: int) -> int:
+        return min(min(abs(a - start), abs(a - end)) for a in anchors)
+
+    candidates: list[tuple[float, int, int]] = []
+    typed = DATE_RE if focus.kind == "date" else NUMBER_RE if focus.kind == "number" else None
+    if typed is not None:
+        for match in typed.finditer(sentence):
+            first = next((i for i, t in enumerate(tokens) if t[2] > match.start()), None)
+            last = next(
+                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
+            )
+            if first is None or last is None or all(inside[first : last + 1]):
+                continue
+            candidates.append((1.0 - 0.05 * min(distance(first, last), 10), first, last))
+    elif focus.kind in ("person", "place", "thing") and not chinese:
+        for match in _NAME_RE.finditer(sentence):
+            if match.start() == 0 and " " not in match.group(0):
+                continue  # a single capitalised first word is just the start of the sentence
+            first = next((i for i, t in enumerate(tokens) if t[1] >= match.start()), None)
+            last = next(
+                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][2] <= match.end()), None
+            )
+            if first is None or last is None or last < first or all(inside[first : last + 1]):
+                continue
+            overlap = sum(inside[first : last + 1]) / (last - first + 1)
+            score = 0.9 - 0.05 * min(distance(first, last), 10) - 0.5 * overlap
+            candidates.append((score, first, last))
+    # The gap: a run of words the question does not contain, right by the words it does.
+    run_start = None
+    for i in range(len(tokens) + 1):
+        outside = (
+            i < len(tokens)
+            and not inside[i]
+            and not re.fullmatch(r"[,;:.!?，。；：！？、()（）]", tokens[i][0])
+        )
+        if outside and run_start is None:
+            run_start = i
+        elif not outside and run_start is not None:
+            first, last = run_start, i - 1
+            while first <= last and _is_filler(tokens[first][0], chinese):
+                first += 1
+            while last >= first and _is_filler(tokens[last][0], chinese):
+                last -= 1
+            if first <= last:
+                words = last - first + 1
+                near = distance(first - 1, last + 1)
+                text = sentence[tokens[first][1] : tokens[last][2]]
+                kind_ok = has_kind(focus.kind, text) if focus.kind != "thing" else True
+                score = (0.75 if kind_ok else 0.45) - 0.08 * near - 0.03 * max(0, words - 4)
+                candidates.append((score, first, last))
+            run_start = None
+    if not candidates:
+        return Span(sentence, 0.0)
+    score, first, last = max(candidates, key=lambda c: (c[0], -(c[2] - c[1])))
+    text = sentence[tokens[first][1] : tokens[last][2]].strip(" ,;:")
+    return Span(text or sentence, max(0.0, min(1.0, score)))

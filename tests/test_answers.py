@@ -1,0 +1,128 @@
+"""What the local backend answers: the thing asked for, with the sentence that says it."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, LocalScorer
+from reflexrag.nodes.judges.rules import unresolved_reference
+from reflexrag.nodes.judges.spans import answer_span, question_focus
+from reflexrag.providers.text import join_terms, split_sentences
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When did Tesla die?", "date"),
+        ("Who can enforce the treaty when member states fail to comply?", "person"),
+        ("How many people live in Paris?", "number"),
+        ("In which year was the bridge built?", "date"),
+        ("Is Paris the capital of France?", "yesno"),
+        ("Why did the empire fall?", "description"),
+        ("What is CRAG?", "description"),
+        ("What is the capital of France?", "thing"),
+        ("show me on a map where ecuador is", "place"),
+        ("特斯拉哪一年去世？", "date"),
+        ("什么是自我反思检索增强？", "description"),
+        ("印歐語系因為哪一門語言而被發現？", "thing"),
+    ],
+)
+def test_the_main_question_word_decides_what_is_asked(question, kind):
+    assert question_focus(question).kind == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "span"),
+    [
+        (
+            "When did Tesla die?",
+            "Nikola Tesla died on 7 January 1943 in New York.",
+            "7 January 1943",
+        ),
+        (
+            "Who founded General Electric?",
+            "Thomas Edison founded General Electric in 1892.",
+            "Thomas Edison",
+        ),
+        (
+            "How many people live in Paris?",
+            "Paris has a population of about 2.1 million people.",
+            "about 2.1 million",
+        ),
+        ("印歐語系因為哪一門語言而被發現？", "印歐語系是因為梵語而被發現的。", "梵語"),
+        ("特斯拉哪一年去世？", "特斯拉于1943年在纽约去世。", "1943年"),
+    ],
+)
+def test_the_answer_is_the_span_that_answers(question, sentence, span):
+    assert answer_span(question, sentence).text == span
+
+
+def test_a_why_question_gets_the_whole_sentence():
+    sentence = "The empire fell because its armies were spread too thin."
+    assert answer_span("Why did the empire fall?", sentence).text == sentence
+
+
+def test_sentences_split_at_ends_not_at_abbreviations():
+    text = (
+        "He met St. Mary and Michael E. Porter in the U.S. on Jan. 5. It rained.\n"
+        "特斯拉去世。他是发明家！"
+    )
+    assert split_sentences(text) == [
+        "He met St. Mary and Michael E. Porter in the U.S. on Jan. 5.",
+        "It rained.",
+        "特斯拉去世。",
+        "他是发明家！",
+    ]
+
+
+def test_query_terms_are_never_glued_into_new_words():
+    assert (
+        join_terms(["发现", "1753", "langgraph", "默认", "递归"]) == "发现 1753 langgraph 默认递归"
+    )
+
+
+class FakeEmbeddings:
+    """Every text embeds to the same vector: scores come from shared words alone, unless the
+    languages differ."""
+
+    def embed_query(self, text):
+        return [1.0, 0.0]
+
+    def embed_documents(self, texts):
+        return [[0.85, (1 - 0.85**2) ** 0.5] for _ in texts]
+
+
+def test_a_chinese_question_is_scored_by_meaning_alone_against_english_text():
+    scorer = LocalScorer(FakeEmbeddings())
+    same, crossed = scorer.scores(
+        "特斯拉哪一年去世？", ["特斯拉于1943年去世。", "Tesla died in 1943."]
+    )
+    # Shared words lift the Chinese text; the English one is not penalised for having none.
+    assert crossed == pytest.approx(float(scorer.scores("x", ["y"])[0]) / 0.5, rel=0.01)
+    assert same > 0
+
+
+async def test_overlapping_chunks_do_not_repeat_a_sentence():
+    repeated = "Nikola Tesla died on 7 January 1943 in New York."
+    documents = [
+        Document(id="t#0", page_content=f"Tesla was an inventor. {repeated}"),
+        Document(id="t#1", page_content=f"{repeated} He was 86."),
+    ]
+    answer = await ExtractiveGenerator(FakeEmbeddings(), max_sentences=3).generate(
+        "When did Tesla die?", documents
+    )
+    assert answer.text == "7 January 1943"
+    assert answer.quote.count(repeated) == 1
+    assert 0 < answer.confidence <= 1
+
+
+async def test_what_is_questions_retrieve_whenever_the_knowledge_base_has_anything():
+    judge = LocalJudge(FakeEmbeddings())
+    closest = [Document(id="a", page_content="Something unrelated.")]
+    assert (await judge.needs_retrieval("What is a cydippid?", closest)).needed
+    assert not (await judge.needs_retrieval("What is a cydippid?", [])).needed
+
+
+def test_a_demonstrative_before_a_name_needs_no_clarification():
+    assert unresolved_reference("What do that Cydippids eat?") is None
+    assert unresolved_reference("What are the limits of this API?") == "this API"
