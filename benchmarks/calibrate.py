@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from reflexrag.benchmarks.fixture import load_qa
 from reflexrag.nodes.judges.local import document_text
 from reflexrag.providers.embeddings import rescale_cosine

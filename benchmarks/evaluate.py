@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from reflexrag.benchmarks import metrics
 from reflexrag.benchmarks.fixture import QAItem, load_qa
 from reflexrag.graphs import STRATEGIES, get_strategy
@@ -30,7 +32,6 @@ from reflexrag.providers.knowledge_base import attach_knowledge_base, open_knowl
 from reflexrag.providers.loaders import load_jsonl
 from reflexrag.server.runner import RunResult, run_question
 from reflexrag.state import Context
-from tqdm import tqdm
 
 ABSTENTIONS = {"not_found", "clarification", "error"}
 """Answer kinds that give no answer. ``no_retrieval`` (an answer from general knowledge) is an

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.documents import Document
+
 from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from reflexrag.nodes.judges.base import (
     Answer,
@@ -96,6 +97,7 @@ def free_port() -> int:
 async def main(concurrent: int, backend: str) -> None:
     import uvicorn
     from langgraph_sdk import get_client
+
     from reflexrag.providers.settings import Settings
     from reflexrag.server.app import create_app
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import (
     context_of,

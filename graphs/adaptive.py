@@ -7,6 +7,7 @@ A question pointing at something unnamed ("this API") is asked back once with ``
 """
 
 from langgraph.graph import END, START, StateGraph
+
 from reflexrag.graphs.iterative import builder as iterative_builder
 from reflexrag.graphs.self_rag import self_rag_builder
 from reflexrag.nodes.adaptive import (

@@ -5,6 +5,7 @@ decomposed into strips, scored, and the best recomposed before generating.
 """
 
 from langgraph.graph import END, START, StateGraph
+
 from reflexrag.nodes.crag import (
     evaluate_retrieval,
     refine_knowledge,

@@ -7,6 +7,7 @@ Stopping is either dynamic (completeness ≥ ``completeness_threshold``) or ``fi
 """
 
 from langgraph.graph import END, START, StateGraph
+
 from reflexrag.nodes.iterative import (
     assess_round,
     draft_answer,

@@ -1,6 +1,7 @@
 """Naive RAG: retrieve once, answer from what came back. The baseline for every other strategy."""
 
 from langgraph.graph import END, START, StateGraph
+
 from reflexrag.nodes.rag import finish, generate, prepare, retrieve
 from reflexrag.state import Context, InputState, RAGState
 

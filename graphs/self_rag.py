@@ -5,6 +5,7 @@ every loop is bounded by a counter on the state, ending in ``finish`` or ``give_
 """
 
 from langgraph.graph import END, START, StateGraph
+
 from reflexrag.nodes.rag import (
     decide_retrieval,
     finish,

@@ -11,6 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
+
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import answer_from, context_of, judge_for, original_question, step

@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
+
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import context_of, emit, judge_for, original_question, step
 from reflexrag.providers.search import SearchError, get_search_provider, search_with_timeout

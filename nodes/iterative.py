@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
+
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import (
     answer_from,

@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
+
 from reflexrag.nodes.judges import Answer, Generator, Judge, get_generator, get_judge
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.providers.knowledge_base import KnowledgeBase, get_knowledge_base

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from langgraph.runtime import Runtime
+
 from reflexrag.nodes.rag import context_of
 from reflexrag.state import Context, RAGState
 

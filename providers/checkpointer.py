@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from reflexrag.providers.settings import Settings, get_settings
 
 

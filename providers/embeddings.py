@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+
 from reflexrag.providers.settings import get_settings
 
 # e5's cosines are compressed (unrelated pairs ≈0.70-0.80, related ≈0.78-0.95); this window,

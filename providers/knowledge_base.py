@@ -31,6 +31,7 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+
 from reflexrag.providers.embeddings import get_embeddings, rescale_cosine
 from reflexrag.providers.filters import Condition, chroma_where, post_filter
 from reflexrag.providers.lexical import LexicalIndex, reciprocal_rank_fusion

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from reflexrag.providers.knowledge_base import (
     IngestReport,
     KnowledgeBaseError,

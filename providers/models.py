@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from langchain_core.language_models import BaseChatModel
+
 from reflexrag.providers.settings import get_settings
 
 

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import httpx
 from langchain_core.documents import Document
+
 from reflexrag.providers.knowledge_base import UnknownKnowledgeBaseError, get_knowledge_base
 from reflexrag.providers.settings import get_settings
 

@@ -22,6 +22,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+
 from reflexrag.providers.checkpointer import open_checkpointers
 from reflexrag.providers.knowledge_base import KnowledgeBaseError, exclusive_writer
 from reflexrag.providers.loaders import ensure_sample_kb

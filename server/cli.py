@@ -120,6 +120,8 @@ async def _ask(args: argparse.Namespace) -> int:
             f"unknown knowledge base {context.kb!r}; known: {', '.join(known) or 'none'} "
             "(create one with reflexrag ingest --kb NAME)"
         )
+    if context.kb == get_settings().default_kb and context.kb not in known:
+        _seed_sample_kb(context.kb)
 
     def show(node: str, update: dict[str, Any]) -> None:
         if args.json:
@@ -156,6 +158,20 @@ async def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed_sample_kb(name: str) -> None:
+    """First use: embed the bundled sample documents into the default knowledge base, saying
+    so at once (it takes a while on a slow machine) instead of sitting silent."""
+    from tqdm import tqdm
+
+    from reflexrag.providers.knowledge_base import get_knowledge_base
+    from reflexrag.providers.loaders import sample_kb_documents
+
+    print(f"First use: adding the bundled sample documents to {name!r}…", file=sys.stderr)
+    documents = sample_kb_documents()
+    with tqdm(total=len(documents), desc="sample KB", unit="doc", file=sys.stderr) as bar:
+        get_knowledge_base(name).add(documents, progress=bar.update)
+
+
 def _prompt(question: str) -> str | None:
     """Ask the user in the terminal; None when there is nobody to answer (end of input)."""
     try:
@@ -166,6 +182,8 @@ def _prompt(question: str) -> str | None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from reflexrag.providers.knowledge_base import (
         exclusive_writer,
         get_knowledge_base,
@@ -173,7 +191,6 @@ def _ingest(args: argparse.Namespace) -> int:
     )
     from reflexrag.providers.loaders import load_sources, sample_kb_documents
     from reflexrag.providers.settings import get_settings
-    from tqdm import tqdm
 
     if not args.paths and not args.sample:
         raise CLIError("name at least one PATH or URL, or --sample")
@@ -261,6 +278,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+
     from reflexrag.server.app import create_app
 
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)

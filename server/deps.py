@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader
 from langgraph.types import StateSnapshot
+
 from reflexrag.graphs import compile_strategy
 from reflexrag.providers.knowledge_base import knowledge_base_owners
 from reflexrag.server.run_manager import RunManager

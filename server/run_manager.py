@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.types import Command
+
 from reflexrag.graphs import compile_strategy
 from reflexrag.providers.checkpointer import Checkpointers
 from reflexrag.server.serialize import jsonable

@@ -10,6 +10,7 @@ import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+
 from reflexrag.server.run_manager import STREAM_MODES
 from reflexrag.state.context import MAX_RECURSION_LIMIT
 

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import Field, TypeAdapter, ValidationError
+
 from reflexrag.providers.filters import Condition, parse_filters
 from reflexrag.providers.settings import KB_NAME_RE, get_settings
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+
 from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
 from reflexrag.state import Context

@@ -6,9 +6,9 @@ import json
 
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+
 from reflexrag.graphs import compile_strategy
 from reflexrag.graphs.adaptive import graph as adaptive_graph
-
 from tests.flow import nodes, scripted
 
 YES = '{"binary_score": "yes"}'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.documents import Document
+
 from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, LocalScorer
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.spans import answer_span, question_focus

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from reflexrag.nodes.judges.local import LocalJudge
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.providers.embeddings import get_embeddings

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import pytest
 from langchain_core.documents import Document
+
 from reflexrag.graphs.crag import graph as crag_graph
 from reflexrag.graphs.self_crag import graph as self_crag_graph
 from reflexrag.nodes.crag import crag_action, decompose

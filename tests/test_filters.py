@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from reflexrag.providers.filters import (
     FilterError,
     chroma_where,

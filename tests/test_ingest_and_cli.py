@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from reflexrag.providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
 from reflexrag.providers.loaders import load_sources
 from reflexrag.server.cli import main

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from reflexrag.graphs.iterative import graph as iterative_graph
-
 from tests.flow import nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'

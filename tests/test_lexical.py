@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+
 from reflexrag.providers import knowledge_base as kb_module
 from reflexrag.providers.knowledge_base import (
     DataDirBusyError,
@@ -17,7 +18,6 @@ from reflexrag.providers.knowledge_base import (
 from reflexrag.providers.lexical import LexicalIndex, reciprocal_rank_fusion
 from reflexrag.providers.settings import get_settings
 from reflexrag.state import Context
-
 from tests.conftest import REPO
 
 

@@ -3,6 +3,7 @@
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+
 from reflexrag.nodes.judges.llm import BinaryVerdict, GroundingVerdict, LLMJudge, parse_verdict
 from reflexrag.nodes.judges.usage import metered
 

@@ -1,6 +1,7 @@
 """The local (no-LLM) backend on small, hand-made cases with the real embedded model."""
 
 from langchain_core.documents import Document
+
 from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge
 from reflexrag.providers.embeddings import get_embeddings
 

@@ -1,6 +1,7 @@
 """Metric functions against hand-checked cases."""
 
 import pytest
+
 from reflexrag.benchmarks import metrics
 from reflexrag.benchmarks.evaluate import stratified_sample
 from reflexrag.benchmarks.fixture import QAItem

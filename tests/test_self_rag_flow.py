@@ -7,9 +7,9 @@ how many judge calls every branch makes.
 from __future__ import annotations
 
 import pytest
+
 from reflexrag.graphs.naive import graph as naive_graph
 from reflexrag.graphs.self_rag import graph as self_rag_graph
-
 from tests.flow import nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
@@ -161,6 +161,7 @@ async def test_naive_retrieves_once_and_answers(flow_kb, monkeypatch):
 
 async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
     from langgraph.checkpoint.memory import InMemorySaver
+
     from reflexrag.graphs import compile_strategy
 
     graph = compile_strategy("self_rag", InMemorySaver())

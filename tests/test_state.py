@@ -1,6 +1,7 @@
 """Reducers of the shared state."""
 
 from langchain_core.documents import Document
+
 from reflexrag.state import RESET, Context, append_items, merge_documents, merge_grades, sum_counts
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from langchain_core.documents import Document
+
 from reflexrag.state import Complexity, Grounding, QueryKind
 
 

@@ -19,6 +19,7 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, Field, ValidationError
+
 from reflexrag.nodes import prompts
 from reflexrag.nodes.judges.base import (
     Answer,

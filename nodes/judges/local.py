@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+
 from reflexrag.nodes.judges.base import (
     Answer,
     ComplexityVerdict,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import jieba
+
 from reflexrag.providers.text import ENGLISH_STOPWORDS, is_chinese, terms
 
 _MONTHS = (

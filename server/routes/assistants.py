@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
+
 from reflexrag.graphs import STRATEGIES, Strategy, compile_strategy
 from reflexrag.server.deps import Owner, errors
 from reflexrag.server.schemas import AssistantSearch

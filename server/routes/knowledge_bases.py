@@ -15,6 +15,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response, UploadFile
 from pydantic import ValidationError
+from starlette.datastructures import UploadFile as StarletteUploadFile
+
 from reflexrag.providers.knowledge_base import (
     KnowledgeBaseError,
     SourceDocument,
@@ -26,7 +28,6 @@ from reflexrag.providers.knowledge_base import (
 from reflexrag.providers.loaders import check_url_syntax, load_path, load_urls
 from reflexrag.server.deps import Owner, check_kb_readable, errors, kb_owner_for_writing
 from reflexrag.server.schemas import DocumentsIn
-from starlette.datastructures import UploadFile as StarletteUploadFile
 
 router = APIRouter(prefix="/kb", tags=["knowledge bases"], responses=errors(401, 404, 422))
 _WRITES = errors(403, 413, 415)

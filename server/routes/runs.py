@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
 from reflexrag.server.deps import (
     Owner,
     check_kb_readable,

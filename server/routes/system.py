@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+
 from reflexrag.graphs import STRATEGIES
 from reflexrag.providers.settings import get_settings
 from reflexrag.server.deps import Owner, errors

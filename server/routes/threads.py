@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
+
 from reflexrag.graphs import compile_strategy
 from reflexrag.server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
 from reflexrag.server.schemas import (

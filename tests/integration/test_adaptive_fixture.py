@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+
 from reflexrag.benchmarks.fixture import load_qa
 from reflexrag.nodes.judges.local import LocalJudge
 from reflexrag.nodes.rag import retrieve

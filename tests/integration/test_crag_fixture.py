@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from reflexrag.benchmarks import metrics
 from reflexrag.benchmarks.fixture import load_qa
 from reflexrag.providers.knowledge_base import get_knowledge_base

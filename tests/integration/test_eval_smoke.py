@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from reflexrag.benchmarks.evaluate import run_eval
 from reflexrag.graphs import STRATEGIES
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+
 from reflexrag.benchmarks import metrics
 from reflexrag.benchmarks.fixture import load_qa
 from reflexrag.providers.knowledge_base import get_knowledge_base

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+
 from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
 

@@ -352,6 +352,7 @@ async def test_api_keys_guard_and_scope_threads(tmp_path):
 async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypatch):
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
+
     from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
     from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
 

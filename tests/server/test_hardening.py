@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from reflexrag.providers.knowledge_base import KnowledgeBaseError
 
+from reflexrag.providers.knowledge_base import KnowledgeBaseError
 from tests.server.conftest import running_server
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}

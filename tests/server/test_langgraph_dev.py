@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 from langgraph_sdk import get_client
-from reflexrag.graphs import STRATEGIES
 
+from reflexrag.graphs import STRATEGIES
 from tests.conftest import REPO
 from tests.server.conftest import free_port
 

@@ -167,6 +167,7 @@ WATCH_TOKENS = """() => {
 async def test_generator_tokens_appear_as_they_stream(browser, tmp_path, monkeypatch):
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
+
     from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
     from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
     from reflexrag.providers.settings import get_settings
