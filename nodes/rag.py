@@ -428,8 +428,17 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     question = original_question(state)
     # Evidence the judges found too weak may still answer; answers they found ungrounded
     # would only be produced again.
+    evidence = list(
+        {
+            doc.id: doc
+            for doc in [
+                *graded_documents(state, relevant_only=False)[: context.max_context_docs],
+                *(state.get("documents") or [])[: context.top_k],
+            ]
+        }.values()
+    )
     best_effort = (
-        await best_evidence_answer(state, context, closest)
+        await best_evidence_answer(state, context, evidence)
         if reason in ("max_retrieval_attempts", "no_relevant_knowledge")
         else None
     )
@@ -455,8 +464,9 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
 async def best_evidence_answer(
     state: RAGState, context: Context, closest: list[Document]
 ) -> dict[str, Any] | None:
-    """The answer the closest evidence gives, when its confidence reaches the run's
-    ``min_confidence``; None when it does not, or there is no evidence."""
+    """The answer the best evidence gives (the best-graded chunks and what the first
+    retrieval found, which is what naive RAG answers from), when its confidence reaches the
+    run's ``min_confidence``; None when it does not, or there is no evidence."""
     if not closest or context.min_confidence >= 1.0:
         return None
     generator = await generator_for(context)

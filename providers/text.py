@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -95,11 +96,17 @@ def split_into_chunks(text: str, chunk_tokens: int = 250, overlap_tokens: int = 
     return [chunk.strip() for chunk in splitter.split_text(text) if chunk.strip()]
 
 
-@lru_cache(maxsize=1)
-def _english_segmenter() -> Any:
-    import pysbd
+_segmenters = threading.local()
 
-    return pysbd.Segmenter(language="en", clean=False)
+
+def _english_segmenter() -> Any:
+    """One pysbd segmenter per thread: a segmenter keeps the text it is splitting on itself,
+    so two threads sharing one get each other's sentences."""
+    if not hasattr(_segmenters, "english"):
+        import pysbd
+
+        _segmenters.english = pysbd.Segmenter(language="en", clean=False)
+    return _segmenters.english
 
 
 @lru_cache(maxsize=4096)

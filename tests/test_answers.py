@@ -127,3 +127,12 @@ async def test_what_is_questions_retrieve_whenever_the_knowledge_base_has_anythi
 def test_a_demonstrative_before_a_name_needs_no_clarification():
     assert unresolved_reference("What do that Cydippids eat?") is None
     assert unresolved_reference("What are the limits of this API?") == "this API"
+
+
+def test_sentences_split_the_same_from_many_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"Text {n} starts here. It has Dr. Smith in it. It ends at {n}." for n in range(200)]
+    with ThreadPoolExecutor(8) as pool:
+        split = list(pool.map(split_sentences, texts))
+    assert all(parts[-1] == f"It ends at {n}." and len(parts) == 3 for n, parts in enumerate(split))

@@ -39,7 +39,7 @@ from reflexrag.nodes.judges.rules import (
     no_retrieval_reason,
     unresolved_reference,
 )
-from reflexrag.nodes.judges.spans import answer_span, has_kind, question_focus
+from reflexrag.nodes.judges.spans import answer_span, has_kind, names_in, question_focus
 from reflexrag.nodes.judges.usage import record
 from reflexrag.providers.embeddings import rescale_cosine
 from reflexrag.providers.text import (
@@ -269,6 +269,10 @@ class LocalJudge:
             completeness = min(completeness, 7)
         quality = round(10 * float(self.scorer.scores(question, [draft])[0])) if draft else 0
         missing = [term for term in keywords(question) if term not in context_terms]
+        if not missing and completeness < 8:
+            # Every word occurs somewhere, yet the question is not answered: follow the part
+            # of it (a clause) the gathered context covers least.
+            missing = weakest_clause(question, round_documents)
         return RoundAssessment(relevance, completeness, quality, missing)
 
     @off_the_loop
@@ -326,17 +330,20 @@ class ExtractiveGenerator:
         quote = " ".join(candidates[i][0] for i in chosen)
         span = answer_span(question, candidates[best][0])
         text = span.text if focus.short else quote
+        confidence = answer_confidence(float(scores[best]), span.score, focus.short)
         if focus.kind == "yesno":
-            text = yes_or_no(question, [candidates[i][0] for i in ranked[:4]])
+            # Every part of the claim may sit in a different document: weigh them all. The
+            # farther the evidence is from the bar, the surer the verdict.
+            text, confidence = yes_or_no(question, [sentence for sentence, _ in candidates])
         elif focus.short and (shared := name_across_documents(question, documents)):
             # A name several sources share, that the question does not: what a question
             # tying several articles together asks for ("which company ... according to
-            # both TechCrunch and The Verge?").
-            text = shared
-        used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
-        confidence = answer_confidence(float(scores[best]), span.score, focus.short)
+            # both TechCrunch and The Verge?"), as sure as the share of sources naming it.
+            text, share = shared
+            confidence = answer_confidence(float(scores[best]), share, short=True)
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
+        used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
         record(self.backend, "generator", prompt_tokens, count_tokens(text))
         return Answer(
             text,
@@ -364,36 +371,53 @@ def same_polarity(question: str, sentence: str) -> bool:
     return bool(asked & said)
 
 
-def yes_or_no(question: str, evidence: Sequence[str]) -> str:
-    """ "Yes" when the best evidence covers what the question claims (its content terms),
-    "No" when much of the claim is found nowhere in it."""
-    claim = terms(question)
-    found = term_set(" ".join(evidence))
-    supported = coverage(claim, found) >= YES_COVERAGE
+_CLAUSE_RE = re.compile(r",|;|\band\b|\bwhile\b|\bbut\b|\bwhereas\b|，|；|以及|并且|而且")
+
+
+def weakest_clause(question: str, documents: Sequence[Document]) -> list[str]:
+    """Keywords of the question's clause that ``documents`` (this round's) cover least."""
+    clauses = [c for c in _CLAUSE_RE.split(question) if len(keywords(c)) >= 2]
+    if len(clauses) < 2:
+        return []
+    found = term_set(" ".join(document_text(doc) for doc in documents))
+    weakest = min(clauses, key=lambda clause: coverage(terms(clause), found))
+    return keywords(weakest)
+
+
+def yes_or_no(question: str, evidence: Sequence[str]) -> tuple[str, float]:
+    """ "Yes" when the evidence covers what the question claims (its content terms), "No"
+    when much of the claim is found nowhere in it; with a confidence that grows with the
+    distance from that bar."""
+    share = coverage(terms(question), term_set(" ".join(evidence)))
+    supported = share >= YES_COVERAGE
+    confidence = round(min(1.0, 0.5 + abs(share - YES_COVERAGE)), 4)
     if is_chinese(question):
-        return "是" if supported else "否"
-    return "Yes" if supported else "No"
+        return ("是" if supported else "否"), confidence
+    return ("Yes" if supported else "No"), confidence
 
 
-def name_across_documents(question: str, documents: Sequence[Document]) -> str | None:
+def name_across_documents(question: str, documents: Sequence[Document]) -> tuple[str, float] | None:
     """The name most documents mention (at least two of three or more), that the question
-    does not."""
+    does not, with the share of documents that mention it."""
     if len({doc.metadata.get("doc_id", doc.id) for doc in documents}) < 3:
         return None
     asked = question.lower()
     counts: dict[str, set[str]] = {}
     for doc in documents:
-        for name in entities(" " + doc.page_content):
-            if len(name) > 2 and name.lower() not in asked and not is_chinese(name):
+        for name in names_in(doc.page_content):
+            if name.lower() not in asked and not is_chinese(name):
                 counts.setdefault(name, set()).add(str(doc.metadata.get("doc_id", doc.id)))
     if not counts:
         return None
     name, sources = max(counts.items(), key=lambda item: (len(item[1]), len(item[0])))
-    return name if len(sources) >= max(2, len(documents) // 2) else None
+    if len(sources) < max(2, len(documents) // 2):
+        return None
+    return name, round(len(sources) / len(documents), 4)
 
 
 def answer_confidence(sentence_score: float, span_score: float, short: bool) -> float:
-    """How likely the answer is right, 0-1: the supporting sentence's match to the question
-    and, for a short answer, how surely the span is the thing asked for."""
-    value = 0.6 * sentence_score + 0.4 * span_score if short else sentence_score
+    """How likely the answer is right, 0-1: the supporting sentence's match to the question,
+    discounted (for a short answer) by how unsure the span is the thing asked for. A product,
+    not a sum: a fine-looking name in a sentence about something else is no answer."""
+    value = sentence_score * (0.5 + 0.5 * span_score) if short else sentence_score
     return round(float(min(1.0, max(0.0, value))), 4)

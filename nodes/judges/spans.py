@@ -46,7 +46,7 @@ NUMBER_RE = re.compile(
     re.IGNORECASE,
 )
 _NAME_RE = re.compile(
-    r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|da|van|von|der|the|and|&|du|la|le|y)?\s*[A-Z][\w'’.-]*)*"
+    r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|da|van|von|der|the|&|du|la|le|y)?\s*[A-Z][\w'’.-]*)*"
 )
 _AUXILIARIES = (
     "is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|might|must"
@@ -157,6 +157,19 @@ def has_kind(kind: str, text: str) -> bool:
     if kind in ("person", "place") and not is_chinese(text):
         return bool(_NAME_RE.search(text[1:]))  # not the sentence's capital first letter
     return True
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalised names in English text, sentence starts included ("Sam Bankman-Fried
+    said…"), without a leading common word ("The", "In")."""
+    found = []
+    for match in _NAME_RE.finditer(text):
+        words = match.group(0).split()
+        while words and words[0].lower() in ENGLISH_STOPWORDS:
+            words = words[1:]
+        if words and not (len(words) == 1 and len(words[0]) < 3):
+            found.append(" ".join(words).rstrip(".'’"))
+    return found
 
 
 @dataclass(frozen=True)
