@@ -335,7 +335,11 @@ class ExtractiveGenerator:
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
             text, confidence = yes_or_no(question, [sentence for sentence, _ in candidates])
-        elif focus.short and (shared := name_across_documents(question, documents)):
+        elif (
+            focus.kind in ("person", "place", "thing")
+            and len(entities(question)) >= 2
+            and (shared := name_across_documents(question, documents))
+        ):
             # A name several sources share, that the question does not: what a question
             # tying several articles together asks for ("which company ... according to
             # both TechCrunch and The Verge?"), as sure as the share of sources naming it.

@@ -84,7 +84,7 @@ _EN_DESCRIPTION_RE = re.compile(
     r"^\s*(why|how (?!many|much|long|old|far|large|big|tall|often)|describe|explain"
     r"|what (is|are|was|were) the (relationship|difference|role|purpose|effect|impact"
     r"|implication|significance|reason|mechanism|function|meaning|definition|history)"
-    r"|what does .* mean)",
+    r"|what (?:does|do|did) .* (?:mean|do)\b|what happens)",
     re.IGNORECASE,
 )
 # "What is CRAG?": a definition, not a fact inside a sentence.

@@ -40,8 +40,8 @@ async def test_crag_actions_and_web_recovery(context, fixtures_dir):
             web_gold_in_context.append(
                 bool(set(result.context_doc_ids) & set(item.web_gold_doc_ids))
             )
-            answer = result.answer if result.answer_kind != "not_found" else ""
-            web_answers.append(metrics.contains_answer(answer, item.web_answers, item.lang))
+            shown = f"{result.answer} {result.quote}" if result.answer_kind != "not_found" else ""
+            web_answers.append(metrics.contains_answer(shown, item.web_answers, item.lang))
     answerable, unanswerable = actions["answerable"], actions["unanswerable"]
     correct_rate = answerable["correct"] / sum(answerable.values())
     not_correct_rate = 1 - unanswerable["correct"] / sum(unanswerable.values())
@@ -90,4 +90,4 @@ def test_cli_crag_json(context, capsys, question, actions, origin, gold):
     result = json.loads(capsys.readouterr().out)
     assert result["crag_action"] in actions and result["stop_reason"] == "answered"
     assert origin in {source["origin"] for source in result["sources"]}
-    assert gold in result["answer"]
+    assert gold in f"{result['answer']} {result.get('quote', '')}"

@@ -326,21 +326,20 @@ async def test_rollback_discards_the_interrupted_run(base_url, slow_nodes):
 # 7. Client mistakes are 4xx JSON, never 500, never 200-with-error.
 
 
+def bad_run(assistant: str = "naive", **fields: object) -> tuple:
+    """A run request whose ``fields`` are wrong."""
+    body = {"assistant_id": assistant, "input": QUESTION, **fields}
+    return ("post", "/runs/wait", {"json": body}, 422)
+
+
+JSON = {"content-type": "application/json"}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status"),
     [
-        (
-            "post",
-            "/kb/x/documents",
-            {"content": b"", "headers": {"content-type": "application/json"}},
-            422,
-        ),
-        (
-            "post",
-            "/kb/x/documents",
-            {"content": b"{bad", "headers": {"content-type": "application/json"}},
-            422,
-        ),
+        ("post", "/kb/x/documents", {"content": b"", "headers": JSON}, 422),
+        ("post", "/kb/x/documents", {"content": b"{bad", "headers": JSON}, 422),
         ("post", "/kb/x/documents", {"json": {"urls": ["http://example.org:notaport/"]}}, 422),
         ("post", "/kb/x/documents", {"json": {"urls": ["http://example.org:99999/"]}}, 422),
         ("post", "/kb/x/documents", {"json": {"urls": [f"http://{'a' * 64}.org/"]}}, 422),
@@ -350,102 +349,22 @@ async def test_rollback_discards_the_interrupted_run(base_url, slow_nodes):
             {"json": {"documents": [{"text": "t", "metadata": {"": 1}}]}},
             422,
         ),
-        (
-            "post",
-            "/runs/wait",
-            {
-                "json": {
-                    "assistant_id": "naive",
-                    "input": QUESTION,
-                    "context": {"filters": "lang=zh"},
-                }
-            },
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"filters": ["x"]}}},
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {"json": {"assistant_id": "naive", "input": QUESTION, "config": {"configurable": []}}},
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"top_k": 2.5}}},
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"kb": 123}}},
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {"json": {"assistant_id": "naive", "input": QUESTION, "context": {"kb": "../../etc"}}},
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {
-                "json": {
-                    "assistant_id": "naive",
-                    "input": QUESTION,
-                    "context": {"judge_backend": "oracle"},
-                }
-            },
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {
-                "json": {
-                    "assistant_id": "crag",
-                    "input": QUESTION,
-                    "context": {"crag_aggregation": "max"},
-                }
-            },
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {
-                "json": {
-                    "assistant_id": "crag",
-                    "input": QUESTION,
-                    "context": {"refine_mode": "all"},
-                }
-            },
-            422,
-        ),
-        (
-            "post",
-            "/runs/wait",
-            {
-                "json": {
-                    "assistant_id": "crag",
-                    "input": QUESTION,
-                    "context": {"search_provider": "bing"},
-                }
-            },
-            422,
-        ),
+        bad_run(context={"filters": "lang=zh"}),
+        bad_run(context={"filters": ["x"]}),
+        bad_run(config={"configurable": []}),
+        bad_run(context={"top_k": 2.5}),
+        bad_run(context={"kb": 123}),
+        bad_run(context={"kb": "../../etc"}),
+        bad_run(context={"judge_backend": "oracle"}),
+        bad_run("crag", context={"crag_aggregation": "max"}),
+        bad_run("crag", context={"refine_mode": "all"}),
+        bad_run("crag", context={"search_provider": "bing"}),
         (
             "post",
             "/runs/wait",
             {
                 "content": b'{"assistant_id": "naive", "input": {"question": "why \\ud800?"}}',
-                "headers": {"content-type": "application/json"},
+                "headers": JSON,
             },
             422,
         ),

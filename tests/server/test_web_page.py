@@ -99,7 +99,7 @@ async def test_a_question_runs_live_with_graph_steps_and_sourced_answer(browser,
         await expect(visited).to_have_class("node visited")  # active moved on to finish
         await expect(page.locator("#graph path.taken")).to_have_count(8)
 
-        await expect(page.locator("#answer")).to_contain_text("Corrective")
+        await expect(page.locator("#answer")).to_contain_text("falls back to web search")
         await expect(page.locator("#sources li").first).to_contain_text("sample:corrective-rag")
         await expect(page.locator("#facts")).to_contain_text("LLM calls")
         await expect(page.locator("#threads")).to_contain_text("What does CRAG do")
