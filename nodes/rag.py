@@ -113,12 +113,20 @@ def generation_context(state: RAGState, context: Context) -> list[Document]:
     if state.get("knowledge_strips"):
         return list(state["knowledge_strips"])
     if state.get("doc_grades"):
-        relevant = graded_documents(state)[: context.max_context_docs]
-        first = (state.get("documents") or [])[: context.top_k]
-        return list({doc.id: doc for doc in [*relevant, *first]}.values())
+        return with_first_retrieval(state, context, graded_documents(state))
     wanted = state.get("last_retrieved_ids") or []
     by_id = {doc.id: doc for doc in state.get("documents") or []}
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
+
+
+def with_first_retrieval(
+    state: RAGState, context: Context, documents: list[Document]
+) -> list[Document]:
+    """The best ``max_context_docs`` of ``documents``, then what the first retrieval found
+    (what naive RAG reads), each once."""
+    first = (state.get("documents") or [])[: context.top_k]
+    chosen = [*documents[: context.max_context_docs], *first]
+    return list({doc.id: doc for doc in chosen}.values())
 
 
 # What a new question starts from; prepare writes these back for the fields a run set.
@@ -426,17 +434,9 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     grades = state.get("doc_grades") or {}
     closest = graded_documents(state, relevant_only=False)[:3]
     question = original_question(state)
+    evidence = with_first_retrieval(state, context, graded_documents(state, relevant_only=False))
     # Evidence the judges found too weak may still answer; answers they found ungrounded
     # would only be produced again.
-    evidence = list(
-        {
-            doc.id: doc
-            for doc in [
-                *graded_documents(state, relevant_only=False)[: context.max_context_docs],
-                *(state.get("documents") or [])[: context.top_k],
-            ]
-        }.values()
-    )
     best_effort = (
         await best_evidence_answer(state, context, evidence)
         if reason in ("max_retrieval_attempts", "no_relevant_knowledge")

@@ -69,10 +69,11 @@ GROUNDED_FULLY = 0.9
 GROUNDED_PARTIALLY = 0.6
 USEFUL_THRESHOLD = 0.3
 YES_COVERAGE = 0.6
+"""A yes/no claim counts as supported when its evidence holds this share of its terms."""
 MULTI_HOP_SOURCES = 2
+"""Distinct documents a question that ties facts together needs before it can be complete."""
 MISSING_KIND_FACTOR = 0.85
 """Score kept by text that lacks the kind of thing asked for, or the question's negation."""
-"""A yes/no claim counts as supported when its evidence holds this share of its terms."""
 
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
