@@ -462,22 +462,22 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 async def best_evidence_answer(
-    state: RAGState, context: Context, closest: list[Document]
+    state: RAGState, context: Context, evidence: list[Document]
 ) -> dict[str, Any] | None:
     """The answer the best evidence gives (the best-graded chunks and what the first
     retrieval found, which is what naive RAG answers from), when its confidence reaches the
     run's ``min_confidence``; None when it does not, or there is no evidence."""
-    if not closest or context.min_confidence >= 1.0:
+    if not evidence or context.min_confidence >= 1.0:
         return None
     generator = await generator_for(context)
     if not generator.reports_confidence:
         # Its answer's confidence will be the best grade of its sources: decide before
         # paying for a generation.
         grades = state.get("doc_grades") or {}
-        best = max((grades[doc.id]["score"] for doc in closest if doc.id in grades), default=0.0)
+        best = max((grades[doc.id]["score"] for doc in evidence if doc.id in grades), default=0.0)
         if best < context.min_confidence:
             return None
-    update = await answer_from(state, context, closest, retry=False)
+    update = await answer_from(state, context, evidence, retry=False)
     confidence = update.get("confidence")
     if not update["generation"] or confidence is None or confidence < context.min_confidence:
         return None

@@ -193,12 +193,11 @@ class KnowledgeBase:
                 chunks = split_into_chunks(doc.text, self.chunk_tokens)
                 titled = [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
                 vectors = self.embeddings.embed_documents(titled)
-                old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])["ids"]
-                if old:
+                if doc.doc_id in stored:  # some chunks stored, whole or cut short by a crash
+                    old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])["ids"]
                     self.lexical.remove_documents([doc.doc_id])
                     for start in range(0, len(old), WRITE_BATCH):
                         self._collection.delete(ids=old[start : start + WRITE_BATCH])
-                if doc.doc_id in stored:
                     report.replaced_documents += 1
                 else:
                     report.added_documents += 1

@@ -109,16 +109,22 @@ async def snapshot_of(
     return await graph.aget_state({"configurable": configurable})
 
 
-async def check_kb_readable(name: str, owner: str, missing_ok: bool = False) -> None:
-    """404 unless the knowledge base exists and this key may read it."""
+async def check_kb_readable(owner: str, name: str, optional: str | None = None) -> None:
+    """404 unless knowledge base ``name`` exists and this key may read it; ``optional`` (a
+    run's web stand-in) may be missing, but not another key's. One listing for both."""
     owners = await asyncio.to_thread(knowledge_base_owners)
-    if name not in owners or (owner and owners[name] not in (None, owner)):
-        if missing_ok and name not in owners:
-            return
-        visible = sorted(n for n, o in owners.items() if not owner or o in (None, owner))
-        raise HTTPException(
-            404, f"knowledge base {name!r} not found; known: {', '.join(visible) or 'none'}"
-        )
+
+    def hidden(kb: str) -> bool:
+        return bool(owner) and owners[kb] not in (None, owner)
+
+    for kb, required in ((name, True), (optional, False)):
+        if kb is None or (kb not in owners and not required):
+            continue
+        if kb not in owners or hidden(kb):
+            visible = sorted(n for n in owners if not hidden(n))
+            raise HTTPException(
+                404, f"knowledge base {kb!r} not found; known: {', '.join(visible) or 'none'}"
+            )
 
 
 async def kb_owner_for_writing(name: str, owner: str) -> str | None:

@@ -34,13 +34,6 @@ _WRITES = errors(403, 413, 415)
 MAX_FILENAME = 255
 
 
-def kb_name(name: str) -> str:
-    try:
-        return validate_kb_name(name)
-    except KnowledgeBaseError as exc:
-        raise HTTPException(422, str(exc)) from None
-
-
 def kb_summary(name: str) -> dict[str, Any]:
     kb = get_knowledge_base(name, create=False)
     return {"name": name, "documents": kb.document_count(), "chunks": kb.count()}
@@ -54,13 +47,13 @@ async def list_kbs(owner: Owner) -> list[str]:
 
 @router.get("/{name}")
 async def get_kb(name: str, owner: Owner) -> dict[str, Any]:
-    await check_kb_readable(kb_name(name), owner)
+    await check_kb_readable(owner, validate_kb_name(name))
     return await asyncio.to_thread(kb_summary, name)
 
 
 @router.delete("/{name}", status_code=204, responses=errors(403))
 async def delete_kb(name: str, owner: Owner) -> Response:
-    await check_kb_readable(kb_name(name), owner)
+    await check_kb_readable(owner, validate_kb_name(name))
     await kb_owner_for_writing(name, owner)
     await asyncio.to_thread(delete_knowledge_base, name)
     return Response(status_code=204)
@@ -112,7 +105,7 @@ def field_errors(exc: ValidationError) -> str:
 )
 async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, Any]:
     """JSON ``{"documents": [...], "urls": [...]}``, or a multipart upload of one file."""
-    kb_name(name)
+    validate_kb_name(name)
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         upload = (await request.form()).get("file")
         if not isinstance(upload, StarletteUploadFile):
@@ -148,7 +141,7 @@ async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, 
 @router.post("/{name}/files", responses=_WRITES)
 async def upload_file(name: str, file: UploadFile, owner: Owner) -> dict[str, Any]:
     """The same as a multipart POST to ``/kb/{name}/documents``."""
-    kb_name(name)
+    validate_kb_name(name)
     return await ingest(name, owner, await uploaded_documents(file))
 
 

@@ -58,8 +58,7 @@ async def start_run(
     strategy = resolve_assistant(body.assistant_id)
     validate_input(body)
     context = build_context(body)
-    await check_kb_readable(context.kb, owner)
-    await check_kb_readable(context.web_kb, owner, missing_ok=True)
+    await check_kb_readable(owner, context.kb, optional=context.web_kb)
     checkpoint_id = body.checkpoint_id or (
         body.checkpoint.checkpoint_id if body.checkpoint else None
     )
