@@ -34,6 +34,7 @@ from reflexrag.server.runner import RunResult, run_question
 from reflexrag.state import Context
 
 ABSTENTIONS = {"not_found", "clarification", "error"}
+"""Outcomes that give no answer; of them only a run that failed is never an honest one."""
 """Answer kinds that give no answer. ``no_retrieval`` (an answer from general knowledge) is an
 answer: it is not counted as an honest abstention."""
 CORPUS_KB = "eval-corpus"
@@ -144,7 +145,9 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
     else:
         recovered = metrics.contains_answer(shown, item.web_answers, item.lang)
         values["web_recovery"] = recovered
-        values["abstain_or_recover"] = float(abstained or bool(recovered))
+        # A run that failed said nothing about the knowledge base: not an honest abstention.
+        honest = abstained and result.answer_kind != "error"
+        values["abstain_or_recover"] = float(honest or bool(recovered))
     # Selective QA: an answer is right when it holds the gold (or, for a question the
     # knowledge base cannot answer, the web's answer); abstaining is right on those only.
     values["correct"] = values["answer_contains"] if item.answerable else values["web_recovery"]
@@ -240,7 +243,7 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
         result = await run_question(
             strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
         )
-    except Exception as exc:  # one failed run (a model server down) must not end the eval
+    except Exception as exc:  # one failed run must not end the eval
         result = RunResult.failed(strategy, f"{type(exc).__name__}: {exc}")
     return Record(
         qid=item.qid,

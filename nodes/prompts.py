@@ -18,6 +18,16 @@ Document:
 
 Question: {question}"""
 
+BATCH_GRADER_PROMPT = """You grade which retrieved passages are relevant to a question. \
+A passage is relevant if it contains keywords or meaning that help answer the question; it \
+need not contain the whole answer. List the numbers of the relevant passages in "relevant" \
+([] if none is).
+
+Passages:
+{passages}
+
+Question: {question}"""
+
 GROUNDING_GRADER_PROMPT = """You check whether an answer is grounded in a set of facts. \
 Say "fully" if every claim is supported by the facts, "partially" if some are, "no" if none are.
 
@@ -29,6 +39,18 @@ Answer: {answer}"""
 USEFULNESS_GRADER_PROMPT = """You check whether an answer resolves a question. Give \
 binary_score "yes" if it answers the question, "no" if it does not (evasive, off topic or \
 "I don't know").
+
+Question: {question}
+
+Answer: {answer}"""
+
+ANSWER_GRADER_PROMPT = """You check an answer against the facts it was written from. Say in \
+"level" whether the facts support it: "fully" if every claim is supported, "partially" if \
+some are, "no" if none are. Say in "answers_question" "yes" if it resolves the question, "no" \
+if it does not (evasive, off topic or "I don't know").
+
+Facts:
+{documents}
 
 Question: {question}
 
@@ -59,7 +81,7 @@ sentences, in the question's language.
 
 Question: {question}"""
 
-JSON_FALLBACK_SUFFIX = """
+JSON_REPLY_SUFFIX = """
 
 Reply with a single JSON object with the fields {fields} and nothing else."""
 

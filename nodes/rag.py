@@ -365,16 +365,10 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     context = context_of(runtime)
     judge = await judge_for(context)
     documents = generation_context(state, context)
-    # A short answer stands on its quote: the quote must be grounded, and the answer with
-    # its quote must answer the question ("1943" alone shares no word with "When did…").
     answer, quote = state["generation"], state.get("quote") or ""
     with metered() as meter:
-        grounding = await judge.grade_grounding(quote or answer, documents)
-        usefulness = None
-        if grounding.level != "none":
-            usefulness = await judge.grade_usefulness(
-                original_question(state), f"{answer} {quote}".strip()
-            )
+        grade = await judge.grade_answer(original_question(state), answer, documents, quote)
+    grounding, usefulness = grade.grounding, grade.usefulness
     useful = bool(usefulness and usefulness.useful)
     if grounding.level == "none":
         summary = f"not grounded ({grounding.score:.2f})"

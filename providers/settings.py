@@ -53,6 +53,25 @@ class Settings(BaseSettings):
         default="text-embedding-3-small", description="Embedding model when embeddings=openai."
     )
     llm_timeout_s: float = Field(default=60.0, description="Per-call timeout for chat models.")
+    llm_max_retries: int = Field(
+        default=1, ge=0, le=5, description="Retries of a chat-model call that failed or timed out."
+    )
+    llm_max_concurrency: int = Field(
+        default=4, ge=1, le=64, description="Chat-model calls in flight at once per process."
+    )
+    judge_max_tokens: int = Field(
+        default=256, ge=16, description="Longest reply a judge call may produce."
+    )
+    generator_max_tokens: int = Field(
+        default=512, ge=16, description="Longest answer the LLM generator may write."
+    )
+    structured_output: Literal["json_schema", "function_calling", "prompt"] = Field(
+        default="json_schema",
+        description=(
+            "How judges ask for a verdict first: a JSON-schema-constrained reply, a tool call, "
+            "or JSON described in the prompt; a server that refuses one gets the next."
+        ),
+    )
     checkpointer_url: str | None = Field(
         default=None,
         description="sqlite:///PATH or postgresql://…; default is SQLite under data_dir.",

@@ -123,9 +123,23 @@ async def _ask(args: argparse.Namespace) -> int:
     if context.kb == get_settings().default_kb and context.kb not in known:
         _seed_sample_kb(context.kb)
 
+    writing = False
+
+    def show_token(text: str) -> None:
+        # An LLM generator's answer as it is written (a CPU model takes seconds).
+        nonlocal writing
+        if not writing:
+            print("writing: ", end="")
+            writing = True
+        print(text, end="", flush=True)
+
     def show(node: str, update: dict[str, Any]) -> None:
+        nonlocal writing
         if args.json:
             return
+        if writing:
+            print(flush=True)
+            writing = False
         steps = update.get("steps")
         for entry in steps if isinstance(steps, list) else []:
             print(f"{entry['node']}: {entry['summary']}", flush=True)
@@ -142,6 +156,7 @@ async def _ask(args: argparse.Namespace) -> int:
                     thread_id=args.thread,
                     resume=reply,
                     on_update=show,
+                    on_token=None if args.json else show_token,
                 )
             except NothingToResumeError as exc:
                 raise CLIError(str(exc)) from None
@@ -153,8 +168,11 @@ async def _ask(args: argparse.Namespace) -> int:
                 break
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
-    else:
+    elif result.error is None:
         _print_result(result)
+    if result.error is not None:
+        print(f"reflexrag: error: {result.error}", file=sys.stderr)
+        return 1
     return 0
 
 

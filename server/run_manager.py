@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from reflexrag.graphs import compile_strategy
 from reflexrag.providers.checkpointer import Checkpointers
+from reflexrag.providers.models import ModelServerError
 from reflexrag.server.serialize import jsonable
 from reflexrag.server.store import ServiceStore
 from reflexrag.state import Context
@@ -192,7 +193,10 @@ class RunManager:
         except asyncio.CancelledError:
             status = "interrupted"
         except Exception as exc:  # a failing run is reported to the client, never re-raised
-            log.exception("run %s failed", active.run_id)
+            if isinstance(exc, ModelServerError):
+                log.warning("run %s failed: %s", active.run_id, exc)
+            else:
+                log.exception("run %s failed", active.run_id)
             status, thread_status = "error", "error"
             active.error = {"error": type(exc).__name__, "message": str(exc)}
             active.publish("error", active.error)

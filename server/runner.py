@@ -18,9 +18,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from reflexrag.graphs import compile_strategy
+from reflexrag.providers.models import ModelServerError
 from reflexrag.state import Context
 
 NodeUpdateHandler = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+TokenHandler = Callable[[str], None]
 
 
 class NothingToResumeError(ValueError):
@@ -159,11 +161,14 @@ async def run_question(
     on_update: NodeUpdateHandler | None = None,
     recursion_limit: int | None = None,
     graph: CompiledStateGraph | None = None,
+    on_token: TokenHandler | None = None,
 ) -> RunResult:
     """Run ``strategy`` on ``question`` (or, with ``resume``, continue the thread's paused run
     with that reply) and return its result; ``on_update(node, update)`` sees every node's
-    update as it finishes, subgraph nodes included. ``graph`` runs a graph outside the
-    registry. A run paused by ``interrupt()`` ends with stop_reason ``needs_clarification``."""
+    update as it finishes, subgraph nodes included, and ``on_token(text)`` every token an LLM
+    generator writes (judges' tokens never). ``graph`` runs a graph outside the registry. A
+    run paused by ``interrupt()`` ends with stop_reason ``needs_clarification``; a model
+    server that fails ends it with stop_reason ``error`` and the reason in ``error``."""
     if resume is None and not (question or "").strip():
         raise ValueError("the question is empty")
     if resume is not None and (checkpointer is None or not thread_id):
@@ -181,15 +186,22 @@ async def run_question(
     values: dict[str, Any] = {}
     paused: list[Any] = []
     inside: set[str] = set()
+    modes = ["updates", "values", *(["messages"] if on_token is not None else [])]
+    failure: str | None = None
     try:
         async for namespace, mode, chunk in graph.astream(
             Command(resume=resume) if resume is not None else {"question": question},
             config=config,
             context=context,
-            stream_mode=["updates", "values"],
+            stream_mode=modes,
             subgraphs=True,
             durability="sync" if checkpointer is not None else None,
         ):
+            if mode == "messages":
+                message, _ = chunk
+                if on_token is not None and isinstance(message.content, str) and message.content:
+                    on_token(message.content)
+                continue
             if mode == "values":
                 if not namespace:
                     values = chunk
@@ -210,7 +222,13 @@ async def run_question(
         # Only graphs bounded by recursion_limit alone (the tutorial baseline) get here; keep
         # what they did so their cost is counted, and say why they stopped.
         values = {**values, "stop_reason": "recursion_error", "answer_kind": None, "generation": ""}
+    except ModelServerError as exc:
+        # Keep what the run did before the server failed (its steps and calls), and say why.
+        failure = str(exc)
+        values = {**values, "stop_reason": "error", "answer_kind": "error", "generation": ""}
+        values["sources"] = []
     result = _result_from_state(values, strategy, time.perf_counter() - started, thread_id)
+    result.error = failure
     if paused:
         payload = paused[0].value
         asked = payload.get("question") if isinstance(payload, dict) else str(payload)

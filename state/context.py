@@ -90,6 +90,13 @@ class Context:
     generator_backend: Literal["local", "llm", ""] = field(
         default="", metadata={"description": "Backend that writes answers (default: settings)."}
     )
+    llm_judging: Literal["per_call", "batched", "cascade"] = described(
+        "cascade",
+        "How LLM judges spend calls: per_call asks the model every question the tutorial "
+        "asks (one call per chunk); batched grades all chunks in one call, grounded and "
+        "useful in one call, and asks the router only when rules cannot tell; cascade is "
+        "batched, with the local judge deciding the chunks it scores far from its bar.",
+    )
     crag_upper: Annotated[float | None, between(0, 1)] = described(
         None, "CRAG: a score at or above this makes retrieval correct."
     )

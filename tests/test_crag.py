@@ -16,6 +16,7 @@ from reflexrag.nodes.crag import crag_action, decompose
 from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from reflexrag.nodes.judges.base import (
     Answer,
+    AnswerGrade,
     GroundingGrade,
     RelevanceGrade,
     RetrievalDecision,
@@ -118,6 +119,9 @@ class KeywordJudge:
 
     async def grade_usefulness(self, question, answer):
         return UsefulnessGrade(self.useful, float(self.useful))
+
+    async def grade_answer(self, question, answer, documents, quote=""):
+        return AnswerGrade(GroundingGrade("fully", 1.0), UsefulnessGrade(self.useful, 1.0))
 
     async def rewrite_query(self, question, attempt, documents):
         return question

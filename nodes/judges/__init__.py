@@ -10,6 +10,7 @@ from typing import Any
 
 from reflexrag.nodes.judges.base import (
     Answer,
+    AnswerGrade,
     ComplexityVerdict,
     Generator,
     GroundingGrade,
@@ -36,7 +37,10 @@ def _llm_judge(context: Context) -> Judge:
     from reflexrag.providers.text import encoding
 
     encoding()  # loads the tokenizer file here, in a worker thread, not inside a node
-    return LLMJudge(get_chat_model("grader"), context.relevance_threshold)
+    local = _local_judge(Context()) if context.llm_judging == "cascade" else None
+    return LLMJudge(
+        get_chat_model("grader"), context.relevance_threshold, context.llm_judging, local
+    )
 
 
 def _local_generator(context: Context) -> Generator:
@@ -78,6 +82,7 @@ __all__ = [
     "GENERATOR_BACKENDS",
     "JUDGE_BACKENDS",
     "Answer",
+    "AnswerGrade",
     "ComplexityVerdict",
     "Generator",
     "GroundingGrade",

@@ -70,6 +70,15 @@ class RoundAssessment:
 
 
 @dataclass(frozen=True)
+class AnswerGrade:
+    """Is the answer grounded, and (when it is) does it answer the question."""
+
+    grounding: GroundingGrade
+    usefulness: UsefulnessGrade | None
+    """None when the answer was not grounded: usefulness was not asked."""
+
+
+@dataclass(frozen=True)
 class Answer:
     text: str
     """The answer itself: a short span (local) or the written answer (LLM)."""
@@ -107,6 +116,15 @@ class Judge(Protocol):
     ) -> GroundingGrade: ...
 
     async def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade: ...
+
+    async def grade_answer(
+        self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
+    ) -> AnswerGrade:
+        """Grounding, then usefulness if the answer is grounded (a backend may ask both at
+        once). A short answer stands on its ``quote``: the quote must be grounded, and the
+        answer with its quote must answer the question ("1943" alone shares no word with
+        "When did…")."""
+        ...
 
     async def rewrite_query(
         self, question: str, attempt: int, documents: Sequence[Document]

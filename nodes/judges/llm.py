@@ -1,9 +1,18 @@
 """The LLM backend: judges and generator on any LangChain chat model (``ChatOpenAI`` by default).
 
-Verdicts are parsed robustly: structured output via function calling first, then a JSON
-reply, then keywords in free text. A verdict that cannot be parsed counts as the negative
-answer, so a badly behaved model degrades a run but never crashes it. Grader calls carry the
-``nostream`` tag so their tokens never reach a ``messages`` stream; generator calls do not.
+A verdict costs one call. It is asked for as a JSON-schema-constrained reply (llama.cpp, vLLM
+and OpenAI honour ``response_format``); a server that refuses that shape gets a tool call, then
+plain JSON described in the prompt, and the refusal is remembered per model. Whatever comes
+back is parsed leniently (JSON anywhere, loose types, then keywords); a reply that still cannot
+be read counts as the cautious answer and as ``llm.parse_failures`` in the run's usage, so a
+badly behaved model degrades a run but never crashes it. Grader calls carry the ``nostream``
+tag so their tokens never reach a ``messages`` stream; generator calls do not.
+
+``mode`` (the run's ``llm_judging``) decides how many calls a question costs: ``per_call`` asks
+what the LangGraph tutorials ask (one call per chunk, grounded and useful apart, a router call
+every time); ``batched`` grades all chunks in one call, grounded and useful in one call, and
+asks the router only when rules cannot tell; ``cascade`` is batched, and the local judge
+decides the chunks it scores far from its bar, so the model reads only the uncertain ones.
 """
 
 from __future__ import annotations
@@ -12,38 +21,65 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from langchain_core.documents import Document
-from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from reflexrag.nodes import prompts
 from reflexrag.nodes.judges.base import (
     Answer,
+    AnswerGrade,
     ComplexityVerdict,
     GroundingGrade,
+    Judge,
     RelevanceGrade,
     RetrievalDecision,
     RoundAssessment,
     UsefulnessGrade,
 )
-from reflexrag.nodes.judges.rules import complexity_features
-from reflexrag.nodes.judges.usage import record
-from reflexrag.providers.text import count_tokens
+from reflexrag.nodes.judges.rules import complexity_features, is_question, no_retrieval_reason
+from reflexrag.nodes.judges.usage import record, tally
+from reflexrag.providers.models import UnsupportedRequestError, call_model
+from reflexrag.providers.settings import get_settings
+from reflexrag.providers.text import count_tokens, coverage, term_set, terms
 from reflexrag.state import QueryKind
 
 NOSTREAM = {"tags": ["nostream"]}
-_PARSE_ERRORS = (
-    NotImplementedError,
-    OutputParserException,
-    ValidationError,
-    ValueError,
-    KeyError,
-    TypeError,
-)
+LLMJudging = Literal["per_call", "batched", "cascade"]
+STRUCTURED_METHODS = ("json_schema", "function_calling", "prompt")
+CASCADE_MARGIN = 0.08
+"""Cascade: a chunk the local judge scores this far above or below its bar is decided
+locally; the band between goes to the model."""
+BATCH_PASSAGE_CHARS = 1500
+"""Longest passage shown in a batched grading prompt."""
+CITED_SOURCE_COVERAGE = 0.5
+"""An uncited answer names as sources the passages holding this share of its terms."""
+
+# Methods a model's server refused, by model object: asked once per process, not per call.
+_refused: dict[int, set[str]] = {}
+
+
+def _lower_word(value: Any) -> Any:
+    """Loose verdict words: True/"Yes"/"yes." → "yes", False → "no"."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value.strip().strip(".!\"'").lower()
+    return value
+
+
+def _clamp(low: int, high: int):
+    def clamp(value: Any) -> Any:
+        if isinstance(value, str) and (match := re.search(r"-?\d+(\.\d+)?", value)):
+            value = float(match.group(0))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(min(high, max(low, round(value))))
+        return value
+
+    return clamp
 
 
 class BinaryVerdict(BaseModel):
@@ -51,11 +87,23 @@ class BinaryVerdict(BaseModel):
 
     binary_score: Literal["yes", "no"] = Field(description="'yes' or 'no'")
 
+    _loose = field_validator("binary_score", mode="before")(_lower_word)
+
 
 class ScoredVerdict(BinaryVerdict):
     """A yes/no verdict with a 0-1 score."""
 
     score: float | None = Field(default=None, ge=0, le=1, description="relevance from 0 to 1")
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score_or_none(cls, value: Any) -> Any:
+        # A score out of range or unreadable loses the score, not the yes/no.
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return None
+        return number if 0 <= number <= 1 else None
 
 
 class GroundingVerdict(BaseModel):
@@ -63,12 +111,48 @@ class GroundingVerdict(BaseModel):
 
     level: Literal["fully", "partially", "no"] = Field(description="'fully', 'partially' or 'no'")
 
+    @field_validator("level", mode="before")
+    @classmethod
+    def _loose(cls, value: Any) -> Any:
+        word = _lower_word(value)
+        return {"yes": "fully", "full": "fully", "partial": "partially", "none": "no"}.get(
+            word, word
+        )
+
+
+class AnswerVerdict(GroundingVerdict):
+    """Grounded and useful, in one reply."""
+
+    answers_question: Literal["yes", "no"] = Field(
+        description="'yes' if the answer resolves the question"
+    )
+
+    _loose_answer = field_validator("answers_question", mode="before")(_lower_word)
+
 
 class RetrievalVerdict(BaseModel):
     """Whether documents are needed."""
 
     retrieve: Literal["yes", "no"] = Field(description="'yes' or 'no'")
     reason: str = Field(default="", description="one short sentence")
+
+    _loose = field_validator("retrieve", mode="before")(_lower_word)
+
+
+class PassageGrades(BaseModel):
+    """Which numbered passages help answer the question."""
+
+    relevant: list[int] = Field(description="numbers of the passages that help; [] if none")
+
+    @field_validator("relevant", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any) -> Any:
+        # "1, 3", ["[1]", "3"], 2 or null: every passage number written anyhow.
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            value = [value]
+        return [int(n) for item in value for n in re.findall(r"\d+", str(item))]
 
 
 class ComplexityReply(BaseModel):
@@ -81,6 +165,13 @@ class ComplexityReply(BaseModel):
     clarifying_question: str = Field(default="", description="asked back when ambiguous")
     reason: str = Field(default="", description="one short sentence")
 
+    @field_validator("level", mode="before")
+    @classmethod
+    def _loose(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _lower_word(value).replace("-", "_").replace(" ", "_")
+        return value
+
 
 class RoundReply(BaseModel):
     """Scores of one iterative-retrieval round."""
@@ -89,6 +180,20 @@ class RoundReply(BaseModel):
     relevance: int = Field(default=5, ge=0, le=10, description="0-10")
     quality: int = Field(default=5, ge=0, le=10, description="0-10")
     missing: list[str] = Field(default_factory=list, description="search terms still missing")
+
+    _completeness = field_validator("completeness", mode="before")(_clamp(1, 10))
+    _scores = field_validator("relevance", "quality", mode="before")(_clamp(0, 10))
+
+    @field_validator("missing", mode="before")
+    @classmethod
+    def _terms(cls, value: Any) -> Any:
+        # Small models write 0, null, "none" or "a, b" where a list of terms belongs.
+        if isinstance(value, str):
+            value = [part for part in re.split(r"[,;\n]", value)]
+        if not isinstance(value, list):
+            return []
+        cleaned = [str(item).strip() for item in value if str(item).strip()]
+        return [item for item in cleaned if item.lower() not in ("none", "nothing", "n/a")]
 
 
 VerdictT = TypeVar("VerdictT", bound=BaseModel)
@@ -103,12 +208,26 @@ def _text(message: BaseMessage) -> str:
     )
 
 
+def _json_objects(text: str) -> list[Any]:
+    """Every JSON object embedded in ``text``, nested braces and code fences included."""
+    decoder = json.JSONDecoder()
+    found = []
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
 def parse_verdict(text: str, schema: type[VerdictT]) -> VerdictT | None:
     """JSON object anywhere in the reply, else the first yes/no-style keyword; else None."""
-    for match in re.finditer(r"\{.*?\}", text, re.DOTALL):
+    for candidate in _json_objects(text):
         try:
-            return schema.model_validate(json.loads(match.group(0)))
-        except (json.JSONDecodeError, ValidationError):
+            return schema.model_validate(candidate)
+        except ValidationError:
             continue
     field_name, field = next(iter(schema.model_fields.items()))
     allowed = getattr(field.annotation, "__args__", ())  # a Literal's values
@@ -132,8 +251,18 @@ def _usage(message: BaseMessage, prompt: str) -> tuple[int, int]:
     return count_tokens(prompt), count_tokens(_text(message))
 
 
-def _numbered(documents: Sequence[Document]) -> str:
-    return "\n\n".join(f"[{n}] {doc.page_content}" for n, doc in enumerate(documents, start=1))
+def _numbered(documents: Sequence[Document], limit: int | None = None) -> str:
+    return "\n\n".join(
+        f"[{n}] {doc.page_content[:limit] if limit else doc.page_content}"
+        for n, doc in enumerate(documents, start=1)
+    )
+
+
+def _json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+    }
 
 
 class LLMJudge:
@@ -145,32 +274,80 @@ class LLMJudge:
         "mean_top3": (0.7, 0.3),
     }
 
-    def __init__(self, grader: BaseChatModel, relevance_threshold: float | None = None) -> None:
+    def __init__(
+        self,
+        grader: BaseChatModel,
+        relevance_threshold: float | None = None,
+        mode: LLMJudging = "per_call",
+        local: Judge | None = None,
+    ) -> None:
+        if mode == "cascade" and local is None:
+            raise ValueError("the cascade needs a local judge for the clear cases")
         self.grader = grader
         self.relevance_threshold = 0.5 if relevance_threshold is None else relevance_threshold
+        self.mode = mode
+        self.local = local
+
+    def _methods(self) -> list[str]:
+        preferred = get_settings().structured_output
+        order = [preferred, *(m for m in STRUCTURED_METHODS if m != preferred)]
+        refused = _refused.get(id(self.grader), set())
+        return [method for method in order if method not in refused]
+
+    def _shaped(self, method: str, schema: type[BaseModel]) -> Any:
+        if method == "json_schema":
+            return self.grader.bind(response_format=_json_schema_format(schema))
+        if method == "function_calling":
+            # A tool name as a string: some servers ignore tool_choice given as an object.
+            return self.grader.bind_tools([schema], tool_choice=schema.__name__)
+        return self.grader
+
+    async def _ask(self, prompt: str, role: str) -> str:
+        """A free-text reply (a rewritten query, say)."""
+        reply = await call_model(self.grader, [HumanMessage(prompt)], NOSTREAM)
+        record(self.backend, role, *_usage(reply, prompt))
+        return _text(reply)
 
     async def _verdict(self, prompt: str, schema: type[VerdictT], role: str) -> VerdictT | None:
-        messages = [HumanMessage(prompt)]
-        try:
-            structured = self.grader.with_structured_output(
-                schema, method="function_calling", include_raw=True
-            )
-            result = await structured.ainvoke(messages, config=NOSTREAM)
-            raw = result.get("raw")
-            record(self.backend, role, *(_usage(raw, prompt) if raw else (count_tokens(prompt), 0)))
-            if isinstance(result.get("parsed"), schema):
-                return result["parsed"]
-        except _PARSE_ERRORS:
-            pass
+        """One call shaped by the first structured-output method the server accepts; its reply
+        is parsed whatever came back (no second call to ask again)."""
         fields = ", ".join(schema.model_fields)
-        fallback = prompt + prompts.JSON_FALLBACK_SUFFIX.format(fields=fields)
-        reply = await self.grader.ainvoke([HumanMessage(fallback)], config=NOSTREAM)
-        record(self.backend, role, *_usage(reply, fallback))
+        prompt += prompts.JSON_REPLY_SUFFIX.format(fields=fields)
+        messages: list[BaseMessage] = [HumanMessage(prompt)]
+        for method in self._methods():
+            try:
+                reply = await call_model(self._shaped(method, schema), messages, NOSTREAM)
+            except (UnsupportedRequestError, NotImplementedError):
+                if method == "prompt":
+                    raise
+                _refused.setdefault(id(self.grader), set()).add(method)
+                continue
+            record(self.backend, role, *_usage(reply, prompt))
+            verdict = self._parsed(reply, schema)
+            if verdict is None:
+                tally("llm_parse_failures")
+            return verdict
+        return None
+
+    @staticmethod
+    def _parsed(reply: AIMessage, schema: type[VerdictT]) -> VerdictT | None:
+        for call in reply.tool_calls or []:
+            try:
+                return schema.model_validate(call["args"])
+            except ValidationError:
+                continue
         return parse_verdict(_text(reply), schema)
 
     async def needs_retrieval(
         self, question: str, closest: Sequence[Document] = ()
     ) -> RetrievalDecision:
+        if self.mode != "per_call":
+            # Rules settle most questions without a call, and a question about facts goes to
+            # the knowledge base: a model guessing what the KB holds hallucinates answers.
+            if reason := no_retrieval_reason(question):
+                return RetrievalDecision(False, reason)
+            if closest and is_question(question):
+                return RetrievalDecision(True, "a question, and the knowledge base is not empty")
         excerpt = closest[0].page_content[:400] if closest else "(empty)"
         prompt = prompts.RETRIEVAL_DECISION_PROMPT.format(question=question, best_match=excerpt)
         verdict = await self._verdict(prompt, RetrievalVerdict, "router")
@@ -182,37 +359,75 @@ class LLMJudge:
     async def grade_documents(
         self, question: str, documents: Sequence[Document]
     ) -> list[RelevanceGrade]:
-        verdicts = await asyncio.gather(
-            *(
-                self._verdict(
-                    prompts.DOCUMENT_GRADER_PROMPT.format(
-                        document=doc.page_content, question=question
-                    ),
-                    ScoredVerdict,
-                    "grader",
-                )
-                for doc in documents
+        if not documents:
+            return []
+        if self.mode == "per_call":
+            return list(
+                await asyncio.gather(*(self._grade_one(question, doc) for doc in documents))
             )
+        if self.mode == "batched":
+            return await self._grade_batch(question, documents, fallback=None)
+        return await self._grade_cascade(question, documents)
+
+    async def _grade_one(self, question: str, doc: Document) -> RelevanceGrade:
+        prompt = prompts.DOCUMENT_GRADER_PROMPT.format(document=doc.page_content, question=question)
+        verdict = await self._verdict(prompt, ScoredVerdict, "grader")
+        if verdict is None:
+            return RelevanceGrade(0.0, False)
+        relevant = verdict.binary_score == "yes"
+        score = verdict.score if verdict.score is not None else float(relevant)
+        return RelevanceGrade(round(score, 4), relevant)
+
+    async def _grade_batch(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        fallback: Sequence[RelevanceGrade] | None,
+    ) -> list[RelevanceGrade]:
+        """One call for all ``documents``; an unreadable reply keeps ``fallback`` (or rejects
+        them all, the cautious answer)."""
+        prompt = prompts.BATCH_GRADER_PROMPT.format(
+            passages=_numbered(documents, BATCH_PASSAGE_CHARS), question=question
         )
-        grades = []
-        for verdict in verdicts:
-            if verdict is None:
-                grades.append(RelevanceGrade(0.0, False))
-                continue
-            relevant = verdict.binary_score == "yes"
-            score = verdict.score if verdict.score is not None else float(relevant)
-            grades.append(RelevanceGrade(round(score, 4), relevant))
-        return grades
+        verdict = await self._verdict(prompt, PassageGrades, "grader")
+        if verdict is None:
+            return list(fallback) if fallback else [RelevanceGrade(0.0, False)] * len(documents)
+        chosen = set(verdict.relevant)
+        return [
+            RelevanceGrade(1.0, True) if n in chosen else RelevanceGrade(0.0, False)
+            for n in range(1, len(documents) + 1)
+        ]
+
+    async def _grade_cascade(
+        self, question: str, documents: Sequence[Document]
+    ) -> list[RelevanceGrade]:
+        """The local judge grades every chunk; the model reads only those it scores within
+        ``CASCADE_MARGIN`` of its bar. Clear cases keep the local verdict as 1 or 0, so all
+        grades share the model's scale."""
+        assert self.local is not None
+        local = await self.local.grade_documents(question, documents)
+        bar = self.local.relevance_threshold
+        grades = [_clear_case(grade.score, bar) for grade in local]
+        unsure = [n for n, grade in enumerate(grades) if grade is None]
+        tally("cascade.decided_locally", len(documents) - len(unsure))
+        if unsure:
+            asked = await self._grade_batch(
+                question,
+                [documents[n] for n in unsure],
+                fallback=[
+                    RelevanceGrade(float(local[n].relevant), local[n].relevant) for n in unsure
+                ],
+            )
+            for n, grade in zip(unsure, asked, strict=True):
+                grades[n] = grade
+        return [grade for grade in grades if grade is not None]
 
     async def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
         prompt = prompts.GROUNDING_GRADER_PROMPT.format(
             documents=_numbered(documents), answer=answer
         )
         verdict = await self._verdict(prompt, GroundingVerdict, "grader")
-        level = {"fully": "fully", "partially": "partially"}.get(
-            verdict.level if verdict else "", "none"
-        )
-        return GroundingGrade(level, {"fully": 1.0, "partially": 0.5}.get(level, 0.0))
+        return _grounding(verdict)
 
     async def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
         prompt = prompts.USEFULNESS_GRADER_PROMPT.format(question=question, answer=answer)
@@ -220,20 +435,34 @@ class LLMJudge:
         useful = verdict is not None and verdict.binary_score == "yes"
         return UsefulnessGrade(useful, float(useful), "llm grader" if verdict else "unparseable")
 
+    async def grade_answer(
+        self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
+    ) -> AnswerGrade:
+        full_answer = f"{answer} {quote}".strip()
+        if self.mode == "per_call":
+            grounding = await self.grade_grounding(quote or answer, documents)
+            if grounding.level == "none":
+                return AnswerGrade(grounding, None)
+            return AnswerGrade(grounding, await self.grade_usefulness(question, full_answer))
+        prompt = prompts.ANSWER_GRADER_PROMPT.format(
+            documents=_numbered(documents), question=question, answer=full_answer
+        )
+        verdict = await self._verdict(prompt, AnswerVerdict, "grader")
+        grounding = _grounding(verdict)
+        if grounding.level == "none" or verdict is None:
+            return AnswerGrade(grounding, None)
+        useful = verdict.answers_question == "yes"
+        return AnswerGrade(grounding, UsefulnessGrade(useful, float(useful), "llm grader"))
+
     async def rewrite_query(
         self, question: str, attempt: int, documents: Sequence[Document]
     ) -> str:
         prompt = prompts.REWRITE_PROMPT.format(question=question, attempt=attempt)
-        reply = await self.grader.ainvoke([HumanMessage(prompt)], config=NOSTREAM)
-        record(self.backend, "rewriter", *_usage(reply, prompt))
-        rewritten = _text(reply).strip().strip('"').strip()
-        return rewritten.splitlines()[0] if rewritten else question
+        return _first_line(await self._ask(prompt, "rewriter")) or question
 
     async def search_query(self, question: str) -> str:
         prompt = prompts.SEARCH_QUERY_PROMPT.format(question=question)
-        reply = await self.grader.ainvoke([HumanMessage(prompt)], config=NOSTREAM)
-        record(self.backend, "rewriter", *_usage(reply, prompt))
-        words = _text(reply).strip().strip('"').split()
+        words = _first_line(await self._ask(prompt, "rewriter")).split()
         return " ".join(words[:3]) or question
 
     async def classify_complexity(
@@ -281,10 +510,42 @@ class LLMJudge:
         prompt = prompts.NEXT_QUERY_PROMPTS[kind].format(
             question=question, draft=draft, missing=", ".join(missing) or "(unknown)"
         )
-        reply = await self.grader.ainvoke([HumanMessage(prompt)], config=NOSTREAM)
-        record(self.backend, "rewriter", *_usage(reply, prompt))
-        query = _text(reply).strip().strip('"').strip()
-        return query.splitlines()[0] if query else question
+        return _first_line(await self._ask(prompt, "rewriter")) or question
+
+
+def _clear_case(score: float, bar: float) -> RelevanceGrade | None:
+    """The cascade's local verdict on a chunk, or None when the model should read it."""
+    if score >= bar + CASCADE_MARGIN:
+        return RelevanceGrade(1.0, True)
+    if score < bar - CASCADE_MARGIN:
+        return RelevanceGrade(0.0, False)
+    return None
+
+
+def _grounding(verdict: GroundingVerdict | None) -> GroundingGrade:
+    level = {"fully": "fully", "partially": "partially"}.get(
+        verdict.level if verdict else "", "none"
+    )
+    return GroundingGrade(level, {"fully": 1.0, "partially": 0.5}.get(level, 0.0))
+
+
+def _first_line(reply: str) -> str:
+    lines = [line.strip().strip('"').strip() for line in reply.strip().splitlines()]
+    return next((line for line in lines if line), "")
+
+
+def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
+    """The passages an answer cites as ``[n]``; for an answer citing none, the passages that
+    hold at least half of its terms (not every passage it was shown)."""
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", text)}
+    if cited:
+        return [doc for n, doc in enumerate(documents, start=1) if n in cited]
+    answer_terms = terms(text)
+    return [
+        doc
+        for doc in documents
+        if coverage(answer_terms, term_set(doc.page_content)) >= CITED_SOURCE_COVERAGE
+    ]
 
 
 class LLMGenerator:
@@ -303,10 +564,8 @@ class LLMGenerator:
             prompt = prompts.GENERATE_PROMPT.format(context=_numbered(documents), question=question)
         else:
             prompt = prompts.DIRECT_ANSWER_PROMPT.format(question=question)
-        reply: AIMessage = await self.model.ainvoke([HumanMessage(prompt)])
+        reply = await call_model(self.model, [HumanMessage(prompt)], {})
         record(self.backend, "generator", *_usage(reply, prompt))
         text = _text(reply).strip()
-        cited = {int(n) for n in re.findall(r"\[(\d+)\]", text)}
-        used = [str(doc.id) for n, doc in enumerate(documents, start=1) if n in cited]
         kind = "generative" if documents else "no_retrieval"
-        return Answer(text, kind, used or [str(doc.id) for doc in documents])
+        return Answer(text, kind, [str(doc.id) for doc in cited_documents(text, documents)])

@@ -23,6 +23,7 @@ from langchain_core.embeddings import Embeddings
 
 from reflexrag.nodes.judges.base import (
     Answer,
+    AnswerGrade,
     ComplexityVerdict,
     GroundingGrade,
     RelevanceGrade,
@@ -194,6 +195,15 @@ class LocalJudge:
         score = float(self.scorer.scores(question, [answer])[0])
         useful = score >= USEFUL_THRESHOLD
         return UsefulnessGrade(useful, round(score, 4), "on topic" if useful else "off topic")
+
+    async def grade_answer(
+        self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
+    ) -> AnswerGrade:
+        grounding = await self.grade_grounding(quote or answer, documents)
+        if grounding.level == "none":
+            return AnswerGrade(grounding, None)
+        usefulness = await self.grade_usefulness(question, f"{answer} {quote}".strip())
+        return AnswerGrade(grounding, usefulness)
 
     @off_the_loop
     def rewrite_query(self, question: str, attempt: int, documents: Sequence[Document]) -> str:

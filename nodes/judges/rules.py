@@ -52,6 +52,12 @@ _LATIN_IN_CHINESE_RE = re.compile(r"[A-Za-z][\w.+-]*")
 _QUOTED_RE = re.compile(r"[\"“《「『'][^\"”》」』']{2,}[\"”》」』']")
 _NUMBER_RE = re.compile(r"\d")
 # A demonstrative or pronoun pointing at something the question itself never names.
+_QUESTION_RE = re.compile(
+    r"[?？]\s*$|^\s*(who|whom|whose|what|when|where|which|why|how|is|are|was|were|do|does|"
+    r"did|can|could|has|have|had|name|list|tell me)\b"
+    r"|什么|谁|哪|何|几|多少|怎么|如何|为什么|是否|吗|呢",
+    re.IGNORECASE,
+)
 _DEMONSTRATIVE_RE = re.compile(
     r"\b(this|that|these|those)\s+(?!is\b|was\b|are\b|were\b|has\b|had\b|the\b|a\b)[A-Za-z][\w-]*"
     r"|(这个|那个|这些|那些|这种|那种|这款|那款|该)([A-Za-z]+|[\u4e00-\u9fff]{1,2})",
@@ -73,6 +79,12 @@ def no_retrieval_reason(question: str) -> str | None:
     if _CODE_TASK_RE.search(question):
         return "a coding task, not a question about documents"
     return None
+
+
+def is_question(text: str) -> bool:
+    """A request for information (a wh-word, an inverted verb, a question mark), not a
+    command or a task."""
+    return bool(_QUESTION_RE.search(text))
 
 
 def entities(question: str) -> list[str]:

@@ -42,3 +42,10 @@ def record(backend: str, role: str, prompt_tokens: int = 0, completion_tokens: i
         meter.add("tokens.prompt", prompt_tokens)
     if completion_tokens:
         meter.add("tokens.completion", completion_tokens)
+
+
+def tally(key: str, amount: int = 1) -> None:
+    """Count something that is not a call: ``llm_parse_failures``, chunks a cascade decided."""
+    meter = _current.get()
+    if meter is not None and amount:
+        meter.add(key, amount)

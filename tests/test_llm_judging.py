@@ -1,0 +1,220 @@
+"""How the LLM judges spend calls and read replies: structured output first, one call per
+verdict, lenient parsing, batched and cascaded grading, rules before the router, a cap on
+calls in flight, and a failing model server turned into one clear error."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from reflexrag.nodes.judges.base import RelevanceGrade
+from reflexrag.nodes.judges.llm import (
+    LLMGenerator,
+    LLMJudge,
+    PassageGrades,
+    RetrievalVerdict,
+    RoundReply,
+    _refused,
+    cited_documents,
+    parse_verdict,
+)
+from reflexrag.nodes.judges.usage import metered
+from reflexrag.providers.models import ModelServerError
+from reflexrag.providers.settings import get_settings
+from reflexrag.server.runner import run_question
+from reflexrag.state import Context
+
+DOCS = [Document(f"passage {n}", id=str(n)) for n in range(1, 5)]
+
+
+class RecordingModel(GenericFakeChatModel):
+    """Replies in order and records each call's prompt and request options."""
+
+    calls: list[dict[str, Any]] = []  # noqa: RUF012 (a pydantic field, one list per instance)
+    refuse: tuple[str, ...] = ()
+    """Request options that make the 'server' answer 400, as one lacking them would."""
+    delay: float = 0.0
+    in_flight: int = 0
+    most_in_flight: int = 0
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        self.calls.append({"prompt": messages[-1].content, **kwargs})
+        if any(option in kwargs for option in self.refuse):
+            request = httpx.Request("POST", "http://model.test/v1/chat/completions")
+            raise openai.BadRequestError(
+                "unsupported", response=httpx.Response(400, request=request), body=None
+            )
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        return ChatResult(generations=[ChatGeneration(message=next(self.messages))])
+
+
+def model(*replies: str, **fields: Any) -> RecordingModel:
+    return RecordingModel(messages=iter([AIMessage(r) for r in replies]), calls=[], **fields)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_refusals():
+    _refused.clear()
+    yield
+    _refused.clear()
+
+
+async def test_a_verdict_is_one_json_schema_constrained_call():
+    grader = model('{"binary_score": "yes", "score": 0.9}')
+    with metered() as meter:
+        (grade,) = await LLMJudge(grader).grade_documents("q", DOCS[:1])
+    assert grade == RelevanceGrade(0.9, True)
+    (call,) = grader.calls
+    assert call["response_format"]["type"] == "json_schema"
+    assert call["response_format"]["json_schema"]["name"] == "ScoredVerdict"
+    assert meter.counts["llm.grader"] == 1
+
+
+async def test_a_refused_response_format_falls_back_once_per_model():
+    # The 'server' refuses response_format; the fake has no tool calling either; plain JSON
+    # in the prompt works, and the refusals are remembered for the next verdict.
+    grader = model('{"binary_score": "yes"}', '{"binary_score": "no"}', refuse=("response_format",))
+    judge = LLMJudge(grader)
+    first = await judge.grade_usefulness("q", "a")
+    second = await judge.grade_usefulness("q", "a")
+    assert (first.useful, second.useful) == (True, False)
+    assert ["response_format" in call for call in grader.calls] == [True, False, False]
+
+
+async def test_an_unreadable_reply_is_one_call_and_a_counted_parse_failure():
+    grader = model("¯\\_(ツ)_/¯")
+    with metered() as meter:
+        (grade,) = await LLMJudge(grader).grade_documents("q", DOCS[:1])
+    assert not grade.relevant
+    assert meter.counts == {
+        "llm.grader": 1,
+        "llm_parse_failures": 1,
+        "tokens.prompt": meter.counts["tokens.prompt"],
+        "tokens.completion": meter.counts["tokens.completion"],
+    }
+
+
+def test_small_model_replies_are_read_leniently():
+    reply = parse_verdict(
+        'Here you go:\n```json\n{"completeness": "8/10", "relevance": 11, "missing": 0}\n```',
+        RoundReply,
+    )
+    assert (reply.completeness, reply.relevance, reply.missing) == (8, 10, [])
+    assert parse_verdict('{"retrieve": false}', RetrievalVerdict).retrieve == "no"
+    assert parse_verdict('{"relevant": "1, [3]"}', PassageGrades).relevant == [1, 3]
+    assert parse_verdict('{"missing": "Tesla, 1943", "completeness": 3}', RoundReply).missing == [
+        "Tesla",
+        "1943",
+    ]
+
+
+async def test_batched_grading_is_one_call_for_all_chunks():
+    grader = model('{"relevant": [2, 4]}')
+    with metered() as meter:
+        grades = await LLMJudge(grader, mode="batched").grade_documents("q", DOCS)
+    assert [g.relevant for g in grades] == [False, True, False, True]
+    assert meter.counts["llm.grader"] == 1
+    assert all(f"[{n}] passage {n}" in grader.calls[0]["prompt"] for n in range(1, 5))
+
+
+class StubLocalJudge:
+    backend = "local"
+    relevance_threshold = 0.58
+
+    def __init__(self, scores: list[float]) -> None:
+        self.scores = scores
+
+    async def grade_documents(self, question, documents):
+        return [RelevanceGrade(s, s >= self.relevance_threshold) for s in self.scores]
+
+
+async def test_the_cascade_asks_the_model_only_about_chunks_near_the_local_bar():
+    grader = model('{"relevant": [2]}')
+    judge = LLMJudge(grader, mode="cascade", local=StubLocalJudge([0.9, 0.57, 0.1, 0.6]))
+    with metered() as meter:
+        grades = await judge.grade_documents("q", DOCS)
+    # 0.9 and 0.1 are clear; 0.57 and 0.6 are shown to the model as passages 1 and 2.
+    assert [g.relevant for g in grades] == [True, False, False, True]
+    prompt = grader.calls[0]["prompt"]
+    assert "[1] passage 2" in prompt and "[2] passage 4" in prompt and "passage 1" not in prompt
+    assert meter.counts["llm.grader"] == 1 and meter.counts["cascade.decided_locally"] == 2
+
+
+async def test_an_unreadable_cascade_reply_keeps_the_local_verdicts():
+    judge = LLMJudge(model("no idea"), mode="cascade", local=StubLocalJudge([0.6, 0.55]))
+    grades = await judge.grade_documents("q", DOCS[:2])
+    assert [g.relevant for g in grades] == [True, False]
+
+
+async def test_rules_decide_retrieval_before_the_router_is_asked():
+    grader = model('{"retrieve": "no"}')
+    judge = LLMJudge(grader, mode="batched")
+    fact = await judge.needs_retrieval("What year did Tesla die?", DOCS[:1])
+    small_talk = await judge.needs_retrieval("hello!", DOCS[:1])
+    assert fact.needed and not small_talk.needed and grader.calls == []
+    task = await judge.needs_retrieval("Write a haiku about autumn", DOCS[:1])
+    assert not task.needed and len(grader.calls) == 1
+
+
+async def test_grounded_and_useful_in_one_call_when_batched():
+    grader = model('{"level": "fully", "answers_question": "yes"}')
+    with metered() as meter:
+        grade = await LLMJudge(grader, mode="batched").grade_answer("q", "a", DOCS[:1])
+    assert grade.grounding.level == "fully" and grade.usefulness.useful
+    assert meter.counts["llm.grader"] == 1
+
+
+async def test_calls_in_flight_are_capped(monkeypatch):
+    monkeypatch.setattr(get_settings(), "llm_max_concurrency", 2)
+    replies = ['{"binary_score": "yes"}'] * 6
+    grader = model(*replies, delay=0.05)
+    documents = [Document(f"passage {n}", id=str(n)) for n in range(6)]
+    grades = await LLMJudge(grader).grade_documents("q", documents)
+    assert len(grades) == 6 and grader.most_in_flight == 2
+
+
+def test_an_uncited_answer_names_the_passages_that_hold_it():
+    documents = [
+        Document("Nikola Tesla died in New York in 1943.", id="a"),
+        Document("Paris is the capital of France.", id="b"),
+    ]
+    assert [d.id for d in cited_documents("Tesla died in 1943.", documents)] == ["a"]
+    assert [d.id for d in cited_documents("See [2].", documents)] == ["b"]
+    assert cited_documents("No idea.", documents) == []
+
+
+class UnreachableModel(GenericFakeChatModel):
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise openai.APIConnectionError(request=httpx.Request("POST", "http://model.test/v1"))
+
+
+async def test_an_unreachable_model_server_is_one_error_with_the_steps_so_far(
+    flow_kb, monkeypatch
+):
+    dead = UnreachableModel(messages=iter([]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "dead", lambda ctx: LLMJudge(dead, mode="batched"))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "dead", lambda ctx: LLMGenerator(dead))
+    context = Context(kb="flow", judge_backend="dead", generator_backend="dead")
+    result = await run_question("self_rag", "When did Tesla die?", context)
+    assert result.stop_reason == "error" and result.answer_kind == "error"
+    assert result.error.startswith("cannot reach the model server")
+    # The router needed no call; retrieval ran before the grader's call failed.
+    assert [s["node"] for s in result.steps] == ["decide_retrieval", "retrieve"]
+    with pytest.raises(ModelServerError):
+        await LLMGenerator(dead).generate("q", DOCS[:1])
