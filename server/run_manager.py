@@ -1,11 +1,11 @@
 """Runs of the HTTP service: each is an asyncio task whose stream events are buffered.
 
 Every run publishes LangGraph Server's events (``metadata``, one per requested stream mode,
-``error``, ``end``) into its own buffer, so a streaming client, a ``join`` and a late
-``join_stream`` all see the same sequence. A thread runs one thing at a time; what a second
-run does depends on its ``multitask_strategy``. Runs execute in this process, so the
-busy-check and the registration of a new run happen with no ``await`` between them: two
-simultaneous requests can never both find the thread idle.
+``error``; the stream closes when the run ends) into its own buffer, so a streaming client, a
+``join`` and a late ``join_stream`` all see the same sequence. A thread runs one thing at a
+time; what a second run does depends on its ``multitask_strategy``. Runs execute in this
+process, so the busy-check and the registration of a new run happen with no ``await``
+between them: two simultaneous requests can never both find the thread idle.
 """
 
 from __future__ import annotations
@@ -204,7 +204,6 @@ class RunManager:
             thread_status = await asyncio.shield(
                 self._final_state(active, graph, status, thread_status)
             )
-            active.publish("end", None)
             await asyncio.shield(self._settle(active, status, thread_status))
 
     async def _latest_checkpoint_id(self, graph_thread: str) -> str | None:

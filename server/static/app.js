@@ -396,8 +396,6 @@ function handleEvent(event, data, run) {
   } else if (mode === "error") {
     run.error = data && data.message ? `${data.error}: ${data.message}` : JSON.stringify(data);
     addNote(`error: ${run.error}`, "error");
-  } else if (mode === "end") {
-    run.ended = true;
   }
 }
 
@@ -426,6 +424,7 @@ async function streamRun(body) {
     if (!response.ok) throw new Error(await describeFailure(response));
     try {
       for await (const { event, data } of sse(response)) handleEvent(event, data, run);
+      run.ended = true; // as on LangGraph Server, the stream closes when the run ends
     } catch (error) {
       addNote(`the stream broke: ${error.message}`, "error");
     }

@@ -46,7 +46,9 @@ async def test_streamed_run_state_and_history(base_url):
         )
     ]
     assert chunks[0].event == "metadata" and chunks[0].data["run_id"]
-    assert chunks[-1].event == "end"
+    # As on LangGraph Server: the stream closes when the run ends, with no event of its own
+    # (the SDK would hand an "end" event to its callers).
+    assert chunks[-1].event == "values" and "end" not in {c.event for c in chunks}
     assert nodes_of(chunks) == [
         "prepare",
         "decide_retrieval",
@@ -120,7 +122,7 @@ async def test_run_error_is_an_error_event(base_url):
     ]
     errors = [c.data for c in chunks if c.event == "error"]
     assert errors and "REFLEXRAG_OPENAI" in errors[0]["message"]
-    assert chunks[-1].event == "end"
+    assert chunks[-1].event == "error"
 
 
 async def test_busy_thread_is_rejected_then_cancelled_and_resumed(base_url, slow_nodes):
