@@ -18,10 +18,10 @@ Document:
 
 Question: {question}"""
 
-BATCH_GRADER_PROMPT = """You grade which retrieved passages are relevant to a question. \
-A passage is relevant if it contains keywords or meaning that help answer the question; it \
-need not contain the whole answer. List the numbers of the relevant passages in "relevant" \
-([] if none is).
+BATCH_GRADER_PROMPT = """You grade retrieved passages for a question. Score each passage \
+from 0 to 10: 0 if it is unrelated, 5 if it contains keywords or meaning that help answer the \
+question (it need not contain the whole answer), 10 if it answers it. Reply in "scores" with \
+one integer per passage, in the passages' order.
 
 Passages:
 {passages}

@@ -70,15 +70,35 @@ async def call_model(
     model: Runnable[Any, BaseMessage], messages: list[BaseMessage], config: RunnableConfig
 ) -> AIMessage:
     """One chat-model call, at most ``llm_max_concurrency`` at a time in this process."""
+    import openai
+
     async with _slot():
         try:
             reply = await model.ainvoke(messages, config=config)
+        except openai.LengthFinishReasonError as exc:
+            # A reply cut at max_tokens is still a reply (the client refuses to hand over a
+            # truncated structured one): the caller parses what there is.
+            return _truncated_reply(exc.completion)
         except Exception as exc:
             error = _server_error(exc)
             if error is None:
                 raise
             raise error from exc
     return reply if isinstance(reply, AIMessage) else AIMessage(str(reply.content))
+
+
+def _truncated_reply(completion: Any) -> AIMessage:
+    usage = completion.usage
+    return AIMessage(
+        completion.choices[0].message.content or "",
+        usage_metadata={
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        }
+        if usage
+        else None,
+    )
 
 
 @lru_cache(maxsize=4)

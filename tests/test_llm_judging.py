@@ -20,7 +20,7 @@ from reflexrag.nodes.judges.base import RelevanceGrade
 from reflexrag.nodes.judges.llm import (
     LLMGenerator,
     LLMJudge,
-    PassageGrades,
+    PassageScores,
     RetrievalVerdict,
     RoundReply,
     _refused,
@@ -117,7 +117,7 @@ def test_small_model_replies_are_read_leniently():
     )
     assert (reply.completeness, reply.relevance, reply.missing) == (8, 10, [])
     assert parse_verdict('{"retrieve": false}', RetrievalVerdict).retrieve == "no"
-    assert parse_verdict('{"relevant": "1, [3]"}', PassageGrades).relevant == [1, 3]
+    assert parse_verdict('{"scores": "8, 3.6/10"}', PassageScores).scores == [8, 4, 10]
     assert parse_verdict('{"missing": "Tesla, 1943", "completeness": 3}', RoundReply).missing == [
         "Tesla",
         "1943",
@@ -125,12 +125,29 @@ def test_small_model_replies_are_read_leniently():
 
 
 async def test_batched_grading_is_one_call_for_all_chunks():
-    grader = model('{"relevant": [2, 4]}')
+    grader = model('{"scores": [2, 7, 0, 9]}')
     with metered() as meter:
         grades = await LLMJudge(grader, mode="batched").grade_documents("q", DOCS)
-    assert [g.relevant for g in grades] == [False, True, False, True]
+    assert grades == [
+        RelevanceGrade(0.2, False),
+        RelevanceGrade(0.7, True),
+        RelevanceGrade(0.0, False),
+        RelevanceGrade(0.9, True),
+    ]
     assert meter.counts["llm.grader"] == 1
-    assert all(f"[{n}] passage {n}" in grader.calls[0]["prompt"] for n in range(1, 5))
+    (call,) = grader.calls
+    assert all(f"[{n}] passage {n}" in call["prompt"] for n in range(1, 5))
+    # The schema holds the model to one score per passage.
+    scores = call["response_format"]["json_schema"]["schema"]["properties"]["scores"]
+    assert scores["minItems"] == scores["maxItems"] == 4 and scores["items"]["maximum"] == 10
+
+
+async def test_a_batched_reply_missing_scores_rejects_and_is_counted():
+    with metered() as meter:
+        grades = await LLMJudge(model('{"scores": [9]}'), mode="batched").grade_documents(
+            "q", DOCS[:2]
+        )
+    assert not any(g.relevant for g in grades) and meter.counts["llm_parse_failures"] == 1
 
 
 class StubLocalJudge:
@@ -145,12 +162,17 @@ class StubLocalJudge:
 
 
 async def test_the_cascade_asks_the_model_only_about_chunks_near_the_local_bar():
-    grader = model('{"relevant": [2]}')
+    grader = model('{"scores": [6, 3]}')
     judge = LLMJudge(grader, mode="cascade", local=StubLocalJudge([0.9, 0.57, 0.1, 0.6]))
     with metered() as meter:
         grades = await judge.grade_documents("q", DOCS)
     # 0.9 and 0.1 are clear; 0.57 and 0.6 are shown to the model as passages 1 and 2.
-    assert [g.relevant for g in grades] == [True, False, False, True]
+    assert grades == [
+        RelevanceGrade(0.9, True),
+        RelevanceGrade(0.6, True),
+        RelevanceGrade(0.1, False),
+        RelevanceGrade(0.3, False),
+    ]
     prompt = grader.calls[0]["prompt"]
     assert "[1] passage 2" in prompt and "[2] passage 4" in prompt and "passage 1" not in prompt
     assert meter.counts["llm.grader"] == 1 and meter.counts["cascade.decided_locally"] == 2
@@ -159,7 +181,7 @@ async def test_the_cascade_asks_the_model_only_about_chunks_near_the_local_bar()
 async def test_an_unreadable_cascade_reply_keeps_the_local_verdicts():
     judge = LLMJudge(model("no idea"), mode="cascade", local=StubLocalJudge([0.6, 0.55]))
     grades = await judge.grade_documents("q", DOCS[:2])
-    assert [g.relevant for g in grades] == [True, False]
+    assert grades == [RelevanceGrade(0.6, True), RelevanceGrade(0.55, False)]
 
 
 async def test_rules_decide_retrieval_before_the_router_is_asked():
@@ -204,9 +226,7 @@ class UnreachableModel(GenericFakeChatModel):
         raise openai.APIConnectionError(request=httpx.Request("POST", "http://model.test/v1"))
 
 
-async def test_an_unreachable_model_server_is_one_error_with_the_steps_so_far(
-    flow_kb, monkeypatch
-):
+async def test_an_unreachable_model_server_is_one_error_with_the_steps_so_far(flow_kb, monkeypatch):
     dead = UnreachableModel(messages=iter([]))
     monkeypatch.setitem(JUDGE_BACKENDS, "dead", lambda ctx: LLMJudge(dead, mode="batched"))
     monkeypatch.setitem(GENERATOR_BACKENDS, "dead", lambda ctx: LLMGenerator(dead))
@@ -218,3 +238,19 @@ async def test_an_unreachable_model_server_is_one_error_with_the_steps_so_far(
     assert [s["node"] for s in result.steps] == ["decide_retrieval", "retrieve"]
     with pytest.raises(ModelServerError):
         await LLMGenerator(dead).generate("q", DOCS[:1])
+
+
+async def test_a_model_saying_ambiguous_asks_back_only_when_the_question_points_at_nothing():
+    said = '{"level": "single_step", "ambiguous": true, "clarifying_question": "%s"}'
+    clear = await LLMJudge(model(said % "What year did Tesla die?")).classify_complexity(
+        "What year did Tesla die?"
+    )
+    assert not clear.ambiguous and clear.clarifying_question == ""
+    vague = await LLMJudge(model(said % "What are its limits?")).classify_complexity(
+        "What are its limits?"
+    )
+    # The model echoed the question: the rules' own clarifying question is asked instead.
+    assert (
+        vague.ambiguous
+        and vague.clarifying_question == 'Which one do you mean by "its"? Please name it.'
+    )

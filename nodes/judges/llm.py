@@ -21,7 +21,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
@@ -40,7 +40,13 @@ from reflexrag.nodes.judges.base import (
     RoundAssessment,
     UsefulnessGrade,
 )
-from reflexrag.nodes.judges.rules import complexity_features, is_question, no_retrieval_reason
+from reflexrag.nodes.judges.rules import (
+    clarifying_question,
+    complexity_features,
+    is_question,
+    no_retrieval_reason,
+    unresolved_reference,
+)
 from reflexrag.nodes.judges.usage import record, tally
 from reflexrag.providers.models import UnsupportedRequestError, call_model
 from reflexrag.providers.settings import get_settings
@@ -55,6 +61,9 @@ CASCADE_MARGIN = 0.08
 locally; the band between goes to the model."""
 BATCH_PASSAGE_CHARS = 1500
 """Longest passage shown in a batched grading prompt."""
+MAX_MISSING_TERMS = 5
+MISSING_TERM_CHARS = 60
+"""Bounds of an assessor's "missing" list: in the schema, so a constrained reply stays short."""
 CITED_SOURCE_COVERAGE = 0.5
 """An uncited answer names as sources the passages holding this share of its terms."""
 
@@ -139,20 +148,19 @@ class RetrievalVerdict(BaseModel):
     _loose = field_validator("retrieve", mode="before")(_lower_word)
 
 
-class PassageGrades(BaseModel):
-    """Which numbered passages help answer the question."""
+class PassageScores(BaseModel):
+    """How well each numbered passage helps answer the question, 0-10, in order."""
 
-    relevant: list[int] = Field(description="numbers of the passages that help; [] if none")
+    scores: list[int] = Field(description="one integer from 0 to 10 per passage, in order")
 
-    @field_validator("relevant", mode="before")
+    @field_validator("scores", mode="before")
     @classmethod
     def _numbers(cls, value: Any) -> Any:
-        # "1, 3", ["[1]", "3"], 2 or null: every passage number written anyhow.
-        if value is None:
-            return []
+        # "8, 2", ["8/10", 2.5] or a lone 7: every score written anyhow, clamped to 0-10.
         if not isinstance(value, list):
-            value = [value]
-        return [int(n) for item in value for n in re.findall(r"\d+", str(item))]
+            value = re.findall(r"\d+(?:\.\d+)?", str(value))
+        clamp = _clamp(0, 10)
+        return [clamp(item) for item in value if clamp(item) is not None]
 
 
 class ComplexityReply(BaseModel):
@@ -179,7 +187,9 @@ class RoundReply(BaseModel):
     completeness: int = Field(ge=1, le=10, description="1-10")
     relevance: int = Field(default=5, ge=0, le=10, description="0-10")
     quality: int = Field(default=5, ge=0, le=10, description="0-10")
-    missing: list[str] = Field(default_factory=list, description="search terms still missing")
+    missing: list[Annotated[str, Field(max_length=MISSING_TERM_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_MISSING_TERMS, description="search terms missing"
+    )
 
     _completeness = field_validator("completeness", mode="before")(_clamp(1, 10))
     _scores = field_validator("relevance", "quality", mode="before")(_clamp(0, 10))
@@ -192,8 +202,9 @@ class RoundReply(BaseModel):
             value = [part for part in re.split(r"[,;\n]", value)]
         if not isinstance(value, list):
             return []
-        cleaned = [str(item).strip() for item in value if str(item).strip()]
-        return [item for item in cleaned if item.lower() not in ("none", "nothing", "n/a")]
+        cleaned = [str(item).strip()[:MISSING_TERM_CHARS] for item in value if str(item).strip()]
+        kept = [item for item in cleaned if item.lower() not in ("none", "nothing", "n/a")]
+        return kept[:MAX_MISSING_TERMS]
 
 
 VerdictT = TypeVar("VerdictT", bound=BaseModel)
@@ -258,11 +269,13 @@ def _numbered(documents: Sequence[Document], limit: int | None = None) -> str:
     )
 
 
-def _json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-    }
+def _json_schema_format(
+    schema: type[BaseModel], refine: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    json_schema = schema.model_json_schema()
+    for name, extra in (refine or {}).items():
+        json_schema["properties"][name] = {**json_schema["properties"][name], **extra}
+    return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}
 
 
 class LLMJudge:
@@ -294,9 +307,11 @@ class LLMJudge:
         refused = _refused.get(id(self.grader), set())
         return [method for method in order if method not in refused]
 
-    def _shaped(self, method: str, schema: type[BaseModel]) -> Any:
+    def _shaped(
+        self, method: str, schema: type[BaseModel], refine: dict[str, Any] | None = None
+    ) -> Any:
         if method == "json_schema":
-            return self.grader.bind(response_format=_json_schema_format(schema))
+            return self.grader.bind(response_format=_json_schema_format(schema, refine))
         if method == "function_calling":
             # A tool name as a string: some servers ignore tool_choice given as an object.
             return self.grader.bind_tools([schema], tool_choice=schema.__name__)
@@ -308,15 +323,23 @@ class LLMJudge:
         record(self.backend, role, *_usage(reply, prompt))
         return _text(reply)
 
-    async def _verdict(self, prompt: str, schema: type[VerdictT], role: str) -> VerdictT | None:
+    async def _verdict(
+        self,
+        prompt: str,
+        schema: type[VerdictT],
+        role: str,
+        refine: dict[str, Any] | None = None,
+    ) -> VerdictT | None:
         """One call shaped by the first structured-output method the server accepts; its reply
-        is parsed whatever came back (no second call to ask again)."""
+        is parsed whatever came back (no second call to ask again). ``refine`` tightens the
+        JSON schema's properties for this call (say, how many items a list must hold)."""
         fields = ", ".join(schema.model_fields)
         prompt += prompts.JSON_REPLY_SUFFIX.format(fields=fields)
         messages: list[BaseMessage] = [HumanMessage(prompt)]
         for method in self._methods():
             try:
-                reply = await call_model(self._shaped(method, schema), messages, NOSTREAM)
+                shaped = self._shaped(method, schema, refine)
+                reply = await call_model(shaped, messages, NOSTREAM)
             except (UnsupportedRequestError, NotImplementedError):
                 if method == "prompt":
                     raise
@@ -389,21 +412,27 @@ class LLMJudge:
         prompt = prompts.BATCH_GRADER_PROMPT.format(
             passages=_numbered(documents, BATCH_PASSAGE_CHARS), question=question
         )
-        verdict = await self._verdict(prompt, PassageGrades, "grader")
-        if verdict is None:
+        # The schema asks for exactly one score per passage, so a constrained reply has them.
+        count = {"minItems": len(documents), "maxItems": len(documents)}
+        items = {"type": "integer", "minimum": 0, "maximum": 10}
+        verdict = await self._verdict(
+            prompt, PassageScores, "grader", {"scores": {**count, "items": items}}
+        )
+        if verdict is None or len(verdict.scores) < len(documents):
+            if verdict is not None:
+                tally("llm_parse_failures")
             return list(fallback) if fallback else [RelevanceGrade(0.0, False)] * len(documents)
-        chosen = set(verdict.relevant)
         return [
-            RelevanceGrade(1.0, True) if n in chosen else RelevanceGrade(0.0, False)
-            for n in range(1, len(documents) + 1)
+            RelevanceGrade(score / 10, score / 10 >= self.relevance_threshold)
+            for score in verdict.scores[: len(documents)]
         ]
 
     async def _grade_cascade(
         self, question: str, documents: Sequence[Document]
     ) -> list[RelevanceGrade]:
         """The local judge grades every chunk; the model reads only those it scores within
-        ``CASCADE_MARGIN`` of its bar. Clear cases keep the local verdict as 1 or 0, so all
-        grades share the model's scale."""
+        ``CASCADE_MARGIN`` of its bar. Clear cases keep the local verdict and score (both
+        scales run from unrelated at 0 to answering at 1)."""
         assert self.local is not None
         local = await self.local.grade_documents(question, documents)
         bar = self.local.relevance_threshold
@@ -414,9 +443,7 @@ class LLMJudge:
             asked = await self._grade_batch(
                 question,
                 [documents[n] for n in unsure],
-                fallback=[
-                    RelevanceGrade(float(local[n].relevant), local[n].relevant) for n in unsure
-                ],
+                fallback=[local[n] for n in unsure],
             )
             for n, grade in zip(unsure, asked, strict=True):
                 grades[n] = grade
@@ -476,13 +503,18 @@ class LLMJudge:
         if reply is None:
             # Single-step retrieval is the safe middle when the verdict is unreadable.
             return ComplexityVerdict("single_step", "unparseable classifier verdict", features)
-        ambiguous = reply.ambiguous and not history and bool(reply.clarifying_question)
+        # Asking back interrupts the user: only when the question really points at something
+        # it never names (the rules find the phrase), not because a model says so.
+        phrase = unresolved_reference(question, history) if reply.ambiguous else None
+        asked = reply.clarifying_question.strip()
+        if phrase and (not asked or asked.lower() == question.strip().lower()):
+            asked = clarifying_question(question, phrase)
         return ComplexityVerdict(
             reply.level,
             reply.reason or "llm classifier",
             features,
-            ambiguous,
-            reply.clarifying_question if ambiguous else "",
+            phrase is not None,
+            asked if phrase else "",
         )
 
     async def assess_round(
@@ -516,9 +548,9 @@ class LLMJudge:
 def _clear_case(score: float, bar: float) -> RelevanceGrade | None:
     """The cascade's local verdict on a chunk, or None when the model should read it."""
     if score >= bar + CASCADE_MARGIN:
-        return RelevanceGrade(1.0, True)
+        return RelevanceGrade(score, True)
     if score < bar - CASCADE_MARGIN:
-        return RelevanceGrade(0.0, False)
+        return RelevanceGrade(score, False)
     return None
 
 

@@ -63,7 +63,7 @@ _DEMONSTRATIVE_RE = re.compile(
     r"|(这个|那个|这些|那些|这种|那种|这款|那款|该)([A-Za-z]+|[\u4e00-\u9fff]{1,2})",
     re.IGNORECASE,
 )
-_PRONOUN_RE = re.compile(r"\b(it|its|they|them|their)\b|它们|它", re.IGNORECASE)
+_PRONOUN_RE = re.compile(r"\b(it|its|they|them|their|he|him|his|she|her)\b|它们|它", re.IGNORECASE)
 _CONJUNCTION_RE = re.compile(r"\S\s*(\band\b|\bor\b|\bvs\.?|和|与|跟|及|还是)\s*\S", re.I)
 MULTI_STEP_SCORE = 3
 LONG_QUESTION_WORDS = 18
