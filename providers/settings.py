@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -24,7 +25,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REFLEXRAG_", env_file=".env", extra="ignore")
 
     data_dir: Path = Field(
-        default=Path(".reflexrag"),
+        # The platform's user data dir (~/.local/share/reflexrag on Linux), not one relative
+        # to wherever the command runs: run from elsewhere, every KB would seem empty.
+        default_factory=lambda: Path(platformdirs.user_data_dir("reflexrag", appauthor=False)),
         description="Where the vector store, embedding cache and checkpoints live.",
     )
     default_kb: str = Field(

@@ -297,23 +297,31 @@ def _eval(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from reflexrag.providers.settings import get_settings
     from reflexrag.server.app import create_app
 
+    print(f"reflexrag: data in {get_settings().data_dir}", file=sys.stderr, flush=True)
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     from reflexrag.graphs import STRATEGIES
+    from reflexrag.providers.settings import get_settings
 
     parser = argparse.ArgumentParser(
-        prog="reflexrag", description="Self-correcting retrieval-augmented generation."
+        prog="reflexrag",
+        description="Self-correcting retrieval-augmented generation.",
+        epilog=f"Data (knowledge bases, checkpoints): {get_settings().data_dir} "
+        "(REFLEXRAG_DATA_DIR moves it).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
     ask = commands.add_parser("ask", help="answer a question, streaming each step")
-    ask.add_argument("question", nargs="?", default="")
-    ask.add_argument("--strategy", default="self_rag", choices=list(STRATEGIES))
+    ask.add_argument("question", nargs="?", default="", help="the question (2,000 chars at most)")
+    ask.add_argument(
+        "--strategy", default="self_rag", choices=list(STRATEGIES), help="default: self_rag"
+    )
     ask.add_argument("--kb", help="knowledge base name (default: the settings' default_kb)")
     ask.add_argument("--thread", help="thread id, to keep the run in a checkpointed thread")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
@@ -323,14 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="never prompt: a clarifying question ends the run (needs_clarification)",
     )
     ask.add_argument("--reply", help="answer a paused run's clarifying question (with --thread)")
-    ask.add_argument("--top-k", type=int)
-    ask.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
+    ask.add_argument("--top-k", type=int, help="chunks retrieved per query (1-50, default 4)")
+    ask.add_argument(
+        "--retrieval-mode", choices=["vector", "bm25", "hybrid"], help="default: hybrid"
+    )
     ask.add_argument("--fusion", choices=["score", "rrf"], help="how hybrid mode fuses")
     ask.add_argument(
         "--initial-k", type=int, help="skip reading: candidates reranked before reading top-k"
     )
     ask.add_argument("--max-rounds", type=int, help="iterative: rounds at most")
-    ask.add_argument("--iterative-stop", choices=["completeness", "fixed"])
+    ask.add_argument(
+        "--iterative-stop",
+        choices=["completeness", "fixed"],
+        help="iterative: stop when complete (default) or always run --max-rounds",
+    )
     ask.add_argument("--completeness-threshold", type=int, help="iterative: 1-10")
     ask.add_argument(
         "--filter",
@@ -344,17 +358,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="self-correcting strategies: answer from the best evidence past their judges only "
         "at this confidence (0-1; 0 always answers)",
     )
-    ask.add_argument("--max-query-rewrites", type=int)
-    ask.add_argument("--max-regenerations", type=int)
-    ask.add_argument("--judge-backend", choices=["local", "llm"])
-    ask.add_argument("--generator-backend", choices=["local", "llm"])
-    ask.add_argument("--search-provider", choices=["local", "tavily", "duckduckgo", "searxng"])
+    ask.add_argument(
+        "--max-query-rewrites", type=int, help="rewrites before giving up (0-10, default 3)"
+    )
+    ask.add_argument(
+        "--max-regenerations", type=int, help="retries of an ungrounded answer (0-10, default 2)"
+    )
+    ask.add_argument("--judge-backend", choices=["local", "llm"], help="default: settings")
+    ask.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
+    ask.add_argument(
+        "--search-provider",
+        choices=["local", "tavily", "duckduckgo", "searxng"],
+        help="CRAG's web search (default: settings)",
+    )
     ask.add_argument("--web-kb", help="collection the 'local' web search reads (default: web)")
-    ask.add_argument("--max-web-searches", type=int)
+    ask.add_argument("--max-web-searches", type=int, help="CRAG: 0-5 (default 1)")
     ask.set_defaults(handler=_ask)
 
     ingest = commands.add_parser("ingest", help="add files, folders or URLs to a knowledge base")
-    ingest.add_argument("paths", nargs="*", metavar="PATH")
+    ingest.add_argument(
+        "paths", nargs="*", metavar="PATH", help="files, folders, .jsonl or http(s) URLs"
+    )
     ingest.add_argument("--sample", action="store_true", help="the bundled sample documents")
     ingest.add_argument("--kb", help="knowledge base name")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -364,12 +388,17 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_graphs)
 
     show = commands.add_parser("graph", help="print a strategy's graph as Mermaid")
-    show.add_argument("name", choices=list(STRATEGIES))
+    show.add_argument("name", choices=list(STRATEGIES), help="the strategy to draw")
     show.set_defaults(handler=_graph)
     serve = commands.add_parser("serve", help="run the HTTP service (LangGraph Server API)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1 (loopback)")
+    serve.add_argument("--port", type=int, default=8080, help="default: 8080")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="server log detail (default: info)",
+    )
     serve.set_defaults(handler=_serve)
 
     evaluate = commands.add_parser("eval", help="compare strategies on a QA fixture")
@@ -380,25 +409,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--strategies", default="all", help="comma list (naive,self_rag,tutorial_self_rag) or all"
     )
     evaluate.add_argument("--limit", type=int, help="stratified sample of N questions")
-    evaluate.add_argument("--sample-seed", type=int, default=0)
+    evaluate.add_argument(
+        "--sample-seed", type=int, default=0, help="seed of the stratified --limit sample"
+    )
     evaluate.add_argument("--concurrency", type=int, default=2, help="questions in flight")
-    evaluate.add_argument("--out", type=Path, default=Path("eval-out"))
-    evaluate.add_argument("--top-k", type=int)
-    evaluate.add_argument("--retrieval-mode", choices=["vector", "bm25", "hybrid"])
+    evaluate.add_argument(
+        "--out", type=Path, default=Path("eval-out"), help="report folder (default: eval-out)"
+    )
+    evaluate.add_argument("--top-k", type=int, help="chunks retrieved per query")
+    evaluate.add_argument(
+        "--retrieval-mode", choices=["vector", "bm25", "hybrid"], help="default: hybrid"
+    )
     evaluate.add_argument("--min-confidence", type=float, help="abstention level (0-1)")
-    evaluate.add_argument("--judge-backend", choices=["local", "llm"])
-    evaluate.add_argument("--generator-backend", choices=["local", "llm"])
+    evaluate.add_argument("--judge-backend", choices=["local", "llm"], help="default: settings")
+    evaluate.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
     evaluate.set_defaults(handler=_eval)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Parsed first: --help and usage errors answer before langgraph and Chroma load.
+    args = build_parser().parse_args(argv)
     from reflexrag.graphs import UnknownStrategyError
     from reflexrag.nodes.judges.base import JudgeConfigurationError
     from reflexrag.providers.knowledge_base import KnowledgeBaseError
     from reflexrag.providers.models import ModelConfigurationError
 
-    args = build_parser().parse_args(argv)
     try:
         result = args.handler(args)
         return asyncio.run(result) if asyncio.iscoroutine(result) else result

@@ -36,6 +36,12 @@ STREAM_MODES = {
     "messages": "messages",
     "messages-tuple": "messages",
     "debug": "debug",
+    "tasks": "tasks",
+    "checkpoints": "checkpoints",
+}
+UNSUPPORTED_STREAM_MODES = {
+    "events": "stream_mode 'events' (LangChain callback events) is not supported; "
+    "use updates, messages, tasks or debug",
 }
 MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 
@@ -63,6 +69,9 @@ class RunSpec:
     multitask_strategy: MultitaskStrategy = "reject"
     delete_thread_after: bool = False
     stream_subgraphs: bool = False
+    interrupt_before: list[str] | Literal["*"] | None = None
+    interrupt_after: list[str] | Literal["*"] | None = None
+    """Breakpoints: the run pauses before / after these nodes and resumes with no input."""
 
 
 @dataclass
@@ -184,6 +193,8 @@ class RunManager:
                 context=spec.context,
                 stream_mode=sorted({STREAM_MODES[mode] for mode in spec.stream_modes}),
                 subgraphs=spec.stream_subgraphs,
+                interrupt_before=spec.interrupt_before,
+                interrupt_after=spec.interrupt_after,
                 durability="sync",
             ):
                 namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from reflexrag.server.run_manager import STREAM_MODES
+from reflexrag.server.run_manager import STREAM_MODES, UNSUPPORTED_STREAM_MODES
 from reflexrag.state.context import MAX_RECURSION_LIMIT
 
 MAX_OFFSET = 1_000_000
@@ -58,13 +58,16 @@ class RunCreate(BaseModel):
     on_completion: Literal["delete", "keep"] | None = None
     if_not_exists: Literal["reject", "create"] = "reject"
     stream_subgraphs: bool = False
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
     model_config = {"extra": "allow"}  # SDK fields we accept and ignore (webhook, feedback_keys…)
 
     @field_validator("stream_mode")
     @classmethod
     def known_modes(cls, value: str | list[str]) -> list[str]:
         modes = [value] if isinstance(value, str) else list(value)
-        unknown = [mode for mode in modes if mode not in STREAM_MODES]
+        known = set(STREAM_MODES) | set(UNSUPPORTED_STREAM_MODES)  # the latter: 501 later
+        unknown = [mode for mode in modes if mode not in known]
         if unknown:
             raise ValueError(f"unsupported stream_mode {unknown}; use {sorted(STREAM_MODES)}")
         return modes or ["values"]
@@ -94,6 +97,29 @@ class ThreadCreate(BaseModel):
         return value
 
 
+def plain_metadata_keys(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Metadata filters become JSON paths: a key must be non-empty and hold no quote."""
+    for key in value or {}:
+        if not key or '"' in key:
+            raise ValueError(f"metadata keys must be non-empty and without quotes: {key!r}")
+    return value
+
+
+class ThreadUpdate(BaseModel):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    model_config = {"extra": "allow"}
+
+
+class StateUpdate(BaseModel):
+    """``threads.update_state``: write values as if ``as_node`` had returned them."""
+
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = None
+    checkpoint: CheckpointRef | None = None
+    checkpoint_id: str | None = None
+    model_config = {"extra": "allow"}
+
+
 class ThreadSearch(BaseModel):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
@@ -101,19 +127,26 @@ class ThreadSearch(BaseModel):
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     model_config = {"extra": "allow"}
 
-    @field_validator("metadata")
-    @classmethod
-    def plain_keys(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for key in value or {}:
-            if not key or '"' in key:
-                raise ValueError(f"metadata keys must be non-empty and without quotes: {key!r}")
-        return value
+    _plain_keys = field_validator("metadata")(plain_metadata_keys)
+
+
+class ThreadCount(BaseModel):
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    model_config = {"extra": "allow"}
+
+    _plain_keys = field_validator("metadata")(plain_metadata_keys)
 
 
 class AssistantSearch(BaseModel):
     graph_id: str | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    model_config = {"extra": "allow"}
+
+
+class AssistantCount(BaseModel):
+    graph_id: str | None = None
     model_config = {"extra": "allow"}
 
 

@@ -59,7 +59,23 @@ def _thread(row: aiosqlite.Row) -> dict[str, Any]:
         "status": row["status"],
         "graph_id": row["graph_id"],
         "graph_thread": row["graph_thread"],
+        "owner": row["owner"],
     }
+
+
+def _thread_filter(
+    owner: str, metadata: dict[str, Any] | None, status: str | None
+) -> tuple[str, list[Any]]:
+    where, params = "owner=?", [owner]
+    if status:
+        where += " AND status=?"
+        params.append(status)
+    for key, value in (metadata or {}).items():
+        # A quoted path member takes any key but an empty one or one with a quote, which
+        # the API refuses before this point.
+        where += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
+        params += [f'$."{key}"', json.dumps(value)]
+    return where, params
 
 
 def graph_thread_of(owner: str, thread_id: str) -> str:
@@ -166,18 +182,18 @@ class ServiceStore:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        query, params = "SELECT * FROM threads WHERE owner=?", [owner]
-        if status:
-            query += " AND status=?"
-            params.append(status)
-        for key, value in (metadata or {}).items():
-            # A quoted path member takes any key but an empty one or one with a quote,
-            # which the API refuses before this point.
-            query += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
-            params += [f'$."{key}"', json.dumps(value)]
-        query += " ORDER BY created_at DESC LIMIT ? OFFSET ?"
+        where, params = _thread_filter(owner, metadata, status)
+        query = f"SELECT * FROM threads WHERE {where} ORDER BY created_at DESC LIMIT ? OFFSET ?"
         cursor = await self.db.execute(query, (*params, limit, offset))
         return [_thread(row) for row in await cursor.fetchall()]
+
+    async def count_threads(
+        self, owner: str, metadata: dict[str, Any] | None, status: str | None
+    ) -> int:
+        where, params = _thread_filter(owner, metadata, status)
+        cursor = await self.db.execute(f"SELECT count(*) FROM threads WHERE {where}", params)
+        (count,) = await cursor.fetchone()
+        return count
 
     async def create_run(
         self,

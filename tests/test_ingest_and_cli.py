@@ -6,7 +6,7 @@ import pytest
 
 from reflexrag.providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
 from reflexrag.providers.loaders import load_sources
-from reflexrag.server.cli import main
+from reflexrag.server.cli import build_parser, main
 
 
 def write(path, text):
@@ -143,3 +143,25 @@ def test_path_errors_are_reported_before_the_embedding_model_loads():
     )
     assert done.stdout.split() == ["2", "False"], done.stderr
     assert done.stderr.strip().count("\n") == 0 and "no such file" in done.stderr
+
+
+def test_help_answers_without_loading_langgraph_and_every_flag_is_explained():
+    import argparse
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from reflexrag.server.cli import build_parser; build_parser().format_help();"
+        "print(sorted(m for m in ('langgraph', 'chromadb', 'langchain_core') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "[]", loaded.stderr
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in commands.choices.items()
+        for action in sub._actions
+        if not action.help and action.dest != "help"
+    ]
+    assert silent == []

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from reflexrag.graphs import compile_strategy
 from reflexrag.server.deps import (
     Owner,
     check_kb_readable,
@@ -20,7 +21,7 @@ from reflexrag.server.deps import (
     store,
 )
 from reflexrag.server.routes.assistants import resolve_assistant
-from reflexrag.server.run_manager import ActiveRun, RunSpec
+from reflexrag.server.run_manager import UNSUPPORTED_STREAM_MODES, ActiveRun, RunSpec
 from reflexrag.server.schemas import RunCreate
 from reflexrag.server.serialize import dumps, jsonable
 from reflexrag.state import Context
@@ -42,7 +43,16 @@ def build_context(body: RunCreate) -> Context:
         raise HTTPException(422, f"invalid context: {exc}") from None
 
 
-def validate_input(body: RunCreate) -> None:
+def validate_input(body: RunCreate, graph_id: str) -> None:
+    for mode in body.stream_mode:
+        if mode in UNSUPPORTED_STREAM_MODES:
+            raise HTTPException(501, UNSUPPORTED_STREAM_MODES[mode])
+    nodes = set(compile_strategy(graph_id).nodes) - {"__start__"}
+    for field in ("interrupt_before", "interrupt_after"):
+        asked = getattr(body, field)
+        unknown = [] if asked in (None, "*") else sorted(set(asked) - nodes)
+        if unknown:
+            raise HTTPException(422, f"{field}: no node {unknown} in {graph_id}: {sorted(nodes)}")
     if body.input is not None and body.command is not None:
         raise HTTPException(422, "send either input or command, not both")
     if body.input is not None:
@@ -56,7 +66,7 @@ async def start_run(
     request: Request, owner: str, body: RunCreate, thread_id: str | None
 ) -> ActiveRun:
     strategy = resolve_assistant(body.assistant_id)
-    validate_input(body)
+    validate_input(body, strategy.name)
     context = build_context(body)
     await check_kb_readable(owner, context.kb, optional=context.web_kb)
     checkpoint_id = body.checkpoint_id or (
@@ -97,6 +107,8 @@ async def start_run(
         multitask_strategy=body.multitask_strategy,
         delete_thread_after=temporary and body.on_completion != "keep",
         stream_subgraphs=body.stream_subgraphs,
+        interrupt_before=body.interrupt_before,
+        interrupt_after=body.interrupt_after,
     )
     return await runs(request).start(spec)
 

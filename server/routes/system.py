@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, HTTPException
 
 from reflexrag.graphs import STRATEGIES
 from reflexrag.providers.settings import get_settings
@@ -28,3 +28,22 @@ async def info(owner: Owner) -> dict[str, Any]:
         "strategies": list(STRATEGIES),
         "default_kb": get_settings().default_kb,
     }
+
+
+# LangGraph Server APIs reflexrag deliberately does not offer: 501 with the reason (never a
+# silent 404), kept out of the OpenAPI schema.
+_ANY = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+@router.api_route("/store/{path:path}", methods=_ANY, include_in_schema=False)
+async def store_api(path: str, owner: Owner) -> None:
+    raise HTTPException(
+        501, "the store API is not supported: reflexrag keeps documents in knowledge bases"
+    )
+
+
+@router.api_route("/runs/crons", methods=_ANY, include_in_schema=False)
+@router.api_route("/runs/crons/{path:path}", methods=_ANY, include_in_schema=False)
+@router.api_route("/threads/{thread_id}/runs/crons", methods=_ANY, include_in_schema=False)
+async def crons_api(owner: Owner, path: str = "", thread_id: str = "") -> None:
+    raise HTTPException(501, "crons are not supported; schedule runs with your own scheduler")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
+from langgraph.errors import InvalidUpdateError
 
 from reflexrag.graphs import compile_strategy
 from reflexrag.server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
@@ -12,8 +13,11 @@ from reflexrag.server.schemas import (
     CheckpointRef,
     CheckpointRequest,
     HistoryRequest,
+    StateUpdate,
+    ThreadCount,
     ThreadCreate,
     ThreadSearch,
+    ThreadUpdate,
 )
 from reflexrag.server.serialize import jsonable, thread_state
 
@@ -40,10 +44,17 @@ async def thread_json(request: Request, thread: dict[str, Any]) -> dict[str, Any
         for task in snapshot.tasks:
             if task.interrupts:
                 interrupts[task.id] = jsonable(task.interrupts)
+    error = None
+    if thread["status"] == "error":
+        latest = await store(request).list_runs(thread["thread_id"], thread["owner"], 1)
+        error = latest[0]["error"] if latest else None
     return {
-        **{k: v for k, v in thread.items() if k not in ("graph_id", "graph_thread")},
+        **{k: v for k, v in thread.items() if k not in ("graph_id", "graph_thread", "owner")},
+        "state_updated_at": snapshot.created_at if snapshot else thread["updated_at"],
+        "config": {},
         "values": values,
         "interrupts": interrupts,
+        "error": error,
     }
 
 
@@ -67,9 +78,33 @@ async def search_threads(request: Request, body: ThreadSearch, owner: Owner) -> 
     return [await thread_json(request, thread) for thread in found]
 
 
+@router.post("/count")
+async def count_threads(request: Request, body: ThreadCount, owner: Owner) -> int:
+    return await store(request).count_threads(owner, body.metadata, body.status)
+
+
 @router.get("/{thread_id}", responses=errors(404))
 async def get_thread(request: Request, thread_id: str, owner: Owner) -> dict[str, Any]:
     return await thread_json(request, await owned_thread(request, thread_id, owner))
+
+
+@router.patch("/{thread_id}", responses=errors(404))
+async def update_thread(
+    request: Request, thread_id: str, body: ThreadUpdate, owner: Owner
+) -> dict[str, Any]:
+    """Merge ``metadata`` into the thread's (LangGraph Server's ``threads.update``)."""
+    thread = await owned_thread(request, thread_id, owner)
+    merged = {**thread["metadata"], **body.metadata}
+    await store(request).update_thread(thread_id, owner, metadata=merged)
+    return await thread_json(request, await owned_thread(request, thread_id, owner))
+
+
+@router.post("/{thread_id}/copy", status_code=501, include_in_schema=False)
+async def copy_thread(request: Request, thread_id: str, owner: Owner) -> Response:
+    await owned_thread(request, thread_id, owner)
+    raise HTTPException(
+        501, "copying a thread is not supported; fork it instead with a run from a checkpoint"
+    )
 
 
 @router.delete("/{thread_id}", status_code=204, responses=errors(404))
@@ -102,6 +137,41 @@ async def get_state_at(
     request: Request, thread_id: str, checkpoint_id: str, owner: Owner
 ) -> dict[str, Any]:
     return await state_json(request, thread_id, owner, checkpoint_id)
+
+
+@router.post("/{thread_id}/state", responses=errors(404, 409, 415))
+async def update_state(
+    request: Request, thread_id: str, body: StateUpdate, owner: Owner
+) -> dict[str, Any]:
+    """Write ``values`` as if ``as_node`` had returned them: a new checkpoint that the next
+    run (with no input) continues from, as in LangGraph Studio's state editing."""
+    thread = await owned_thread(request, thread_id, owner)
+    checkpoint = body.checkpoint or CheckpointRef(checkpoint_id=body.checkpoint_id)
+    same_thread(thread_id, checkpoint.thread_id)
+    if not thread["graph_id"]:
+        raise HTTPException(409, f"thread {thread_id} has no state yet: run it first")
+    if runs(request).busy(thread["graph_thread"]) is not None:
+        raise HTTPException(409, f"thread {thread_id} is busy; update its state after the run")
+    configurable = {"thread_id": thread["graph_thread"]}
+    if checkpoint.checkpoint_id:
+        await snapshot_of(request, thread, checkpoint.checkpoint_id)  # 404 when unknown
+        configurable["checkpoint_id"] = checkpoint.checkpoint_id
+    graph = compile_strategy(thread["graph_id"], request.app.state.checkpointer)
+    try:
+        written = await graph.aupdate_state(
+            {"configurable": configurable}, body.values, as_node=body.as_node
+        )
+    except (InvalidUpdateError, ValueError, KeyError) as exc:
+        raise HTTPException(422, f"cannot update the state: {exc}") from None
+    await store(request).update_thread(thread_id, owner, status="idle")
+    stored = written["configurable"]
+    return {
+        "checkpoint": {
+            "thread_id": thread_id,
+            "checkpoint_ns": stored.get("checkpoint_ns", ""),
+            "checkpoint_id": stored["checkpoint_id"],
+        }
+    }
 
 
 @router.post("/{thread_id}/state/checkpoint", responses=errors(404, 415))

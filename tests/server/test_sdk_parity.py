@@ -1,0 +1,110 @@
+"""The LangGraph Server calls a Studio-style client makes, through ``langgraph_sdk``: counts,
+thread updates and fields, state editing and forking, breakpoints, xray graphs, subgraph
+schemas, the stream modes, and a 501 with the reason for what reflexrag does not offer."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import APIStatusError
+
+QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+
+
+async def test_counts_and_thread_updates(base_url):
+    client = get_client(url=base_url)
+    assert await client.assistants.count() == 6
+    assert await client.assistants.count(graph_id="crag") == 1
+    thread = await client.threads.create(metadata={"team": "parity"})
+    assert await client.threads.count(metadata={"team": "parity"}) == 1
+    updated = await client.threads.update(thread["thread_id"], metadata={"stage": "review"})
+    assert updated["metadata"] == {"team": "parity", "stage": "review"}
+    # The fields LangGraph Server's threads carry.
+    assert {"config", "state_updated_at", "error", "interrupts", "values"} <= set(updated)
+    assert await client.threads.count(metadata={"stage": "review"}) == 1
+
+
+async def test_graph_xray_and_subgraph_schemas(base_url):
+    client = get_client(url=base_url)
+    flat = await client.assistants.get_graph("adaptive")
+    deep = await client.assistants.get_graph("adaptive", xray=True)
+    assert len(deep["nodes"]) > len(flat["nodes"])
+    assert any(node["id"].startswith("single_step:") for node in deep["nodes"])
+    subgraphs = await client.assistants.get_subgraphs("adaptive")
+    assert {"single_step", "multi_step"} <= set(subgraphs)
+    assert "question" in subgraphs["single_step"]["input_schema"]["properties"]
+    schemas = await client.assistants.get_schemas("self_rag")
+    assert "top_k" in schemas["config_schema"]["properties"]["configurable"]["properties"]
+    versions = await client.assistants.get_versions("self_rag")
+    assert [v["version"] for v in versions] == [1]
+
+
+async def test_a_breakpoint_pauses_before_generate_and_a_run_with_no_input_resumes(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    paused = await client.runs.wait(
+        thread["thread_id"], "self_rag", input=QUESTION, interrupt_before=["generate"]
+    )
+    assert not paused.get("generation")
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["generate"]
+    assert (await client.threads.get(thread["thread_id"]))["status"] == "interrupted"
+    done = await client.runs.wait(thread["thread_id"], "self_rag", input=None)
+    assert done["generation"] and done["stop_reason"]
+
+
+async def test_update_state_writes_a_checkpoint_the_next_run_continues_from(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    await client.runs.wait(
+        thread["thread_id"], "naive", input=QUESTION, interrupt_before=["generate"]
+    )
+    written = await client.threads.update_state(
+        thread["thread_id"], {"question": "What is Self-RAG?"}, as_node="retrieve"
+    )
+    assert written["checkpoint"]["thread_id"] == thread["thread_id"]
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["question"] == "What is Self-RAG?"
+    assert state["checkpoint"]["checkpoint_id"] == written["checkpoint"]["checkpoint_id"]
+    with pytest.raises(APIStatusError) as bad_node:
+        await client.threads.update_state(thread["thread_id"], {"question": "x"}, as_node="nope")
+    assert bad_node.value.response.status_code == 422
+
+
+async def test_tasks_and_checkpoints_stream_modes(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    events = [
+        part.event
+        async for part in client.runs.stream(
+            thread["thread_id"], "naive", input=QUESTION, stream_mode=["tasks", "checkpoints"]
+        )
+    ]
+    assert {"tasks", "checkpoints"} <= set(events)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/assistants", {"graph_id": "self_rag"}),
+        ("PATCH", "/assistants/self_rag", {"context": {"top_k": 8}}),
+        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}),
+        ("POST", "/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
+        ("POST", "/runs/stream", {"assistant_id": "naive", "input": QUESTION,
+                                  "stream_mode": ["values", "events"]}),
+    ],
+)  # fmt: skip
+async def test_what_is_not_offered_says_so_with_501(base_url, method, path, body):
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        reply = await http.request(method, path, json=body)
+    assert reply.status_code == 501
+    assert reply.json()["detail"]
+
+
+async def test_copying_a_thread_is_a_501(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    with pytest.raises(APIStatusError) as refused:
+        await client.threads.copy(thread["thread_id"])
+    assert refused.value.response.status_code == 501
