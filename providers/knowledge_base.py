@@ -68,10 +68,12 @@ def validate_kb_name(name: str) -> str:
     return name
 
 
-def with_title(title: Any, chunk: str) -> str:
-    """What gets embedded: a chunk often never names its subject, its document's title does."""
-    title = str(title or "").replace("_", " ").strip()
-    return f"{title}\n{chunk}" if title else chunk
+def with_title(title: Any, chunk: str, section: Any = "") -> str:
+    """What gets embedded: a chunk often never names its subject, its document's title (and
+    section heading) does."""
+    parts = (str(part or "").replace("_", " ").strip() for part in (title, section))
+    heading = " › ".join(part for part in parts if part)
+    return f"{heading}\n{chunk}" if heading else chunk
 
 
 def content_hash(text: str) -> str:
@@ -96,6 +98,12 @@ class SourceDocument:
     doc_id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    sections: list[tuple[str, str]] = field(default_factory=list)
+    """(heading path, text) of a structured document, in order; ``text`` is their join.
+    Chunks never straddle two sections and carry their heading as ``section``."""
+
+    def parts(self) -> list[tuple[str, str]]:
+        return self.sections or [("", self.text)]
 
 
 class KnowledgeBase:
@@ -158,7 +166,10 @@ class KnowledgeBase:
             )
             self.lexical.add(
                 {
-                    chunk_id: (meta["doc_id"], with_title(meta.get("title"), text))
+                    chunk_id: (
+                        meta["doc_id"],
+                        with_title(meta.get("title"), text, meta.get("section")),
+                    )
                     for chunk_id, text, meta in zip(
                         got["ids"], got["documents"], got["metadatas"], strict=True
                     )
@@ -190,8 +201,14 @@ class KnowledgeBase:
                     if progress:
                         progress(1)
                     continue
-                chunks = split_into_chunks(doc.text, self.chunk_tokens)
-                titled = [with_title(doc.metadata.get("title"), chunk) for chunk in chunks]
+                pieces = [
+                    (heading, chunk)
+                    for heading, body in doc.parts()
+                    for chunk in split_into_chunks(body, self.chunk_tokens)
+                ]
+                chunks = [chunk for _, chunk in pieces]
+                title = doc.metadata.get("title")
+                titled = [with_title(title, chunk, heading) for heading, chunk in pieces]
                 vectors = self.embeddings.embed_documents(titled)
                 if doc.doc_id in stored:  # some chunks stored, whole or cut short by a crash
                     old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])["ids"]
@@ -210,8 +227,9 @@ class KnowledgeBase:
                         "chunk": n,
                         "chunks": len(chunks),
                         "content_hash": digest,
+                        **({"section": heading} if heading else {}),
                     }
-                    for n in range(len(chunks))
+                    for n, (heading, _) in enumerate(pieces)
                 ]
                 for start in range(0, len(chunks), WRITE_BATCH):
                     window = slice(start, start + WRITE_BATCH)

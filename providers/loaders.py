@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import socket
 import time
 from html.parser import HTMLParser
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from reflexrag.providers.knowledge_base import (
     IngestReport,
@@ -25,58 +27,179 @@ from reflexrag.providers.knowledge_base import (
 )
 from reflexrag.providers.settings import get_settings
 
-SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
-_SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head"}
-_BLOCK_HTML_TAGS = {"p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "section"}
+SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl")
+_SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav"}
+_BLOCK_HTML_TAGS = {"p", "div", "br", "li", "tr", "section", "pre", "table", "blockquote"}
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_FRONT_MATTER_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
+# MkDocs / Docusaurus markers that are layout, not text: admonitions, tabs, fenced divs.
+_MARKUP_LINE_RE = re.compile(r'^\s*(!!!|\?\?\?\+?|===\s*"|:::)\S*.*$', re.MULTILINE)
+
+Sections = list[tuple[str, str]]
+
+
+class _Outline:
+    """Text gathered under the current heading path, one section per heading."""
+
+    def __init__(self) -> None:
+        self.path: list[tuple[int, str]] = []
+        self.sections: Sections = []
+        self._lines: list[str] = []
+
+    def heading(self, level: int, text: str) -> None:
+        self.flush()
+        self.path = [(lvl, name) for lvl, name in self.path if lvl < level] + [(level, text)]
+
+    def add(self, text: str) -> None:
+        self._lines.append(text)
+
+    def flush(self) -> None:
+        body = "\n\n".join(line for line in self._lines if line.strip())
+        if body.strip():
+            self.sections.append((" › ".join(name for _, name in self.path), body))
+        self._lines = []
+
+    def result(self) -> Sections:
+        self.flush()
+        return self.sections
 
 
 class _HTMLText(HTMLParser):
-    """Collects visible text and the <title> of an HTML page."""
+    """Visible text of an HTML page by section (h1-h6), and its <title>."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.parts: list[str] = []
+        self.outline = _Outline()
         self.title = ""
+        self._parts: list[str] = []
+        self._heading: tuple[int, list[str]] | None = None
         self._skip_depth = 0
         self._in_title = False
+        self._pre_depth = 0
+        self._cells = 0
+
+    def _paragraph(self) -> None:
+        text = "".join(self._parts)
+        self._parts = []
+        if self._pre_depth:
+            self.outline.add(text.strip("\n"))
+        elif text.split():
+            self.outline.add(" ".join(text.split()))
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
             self._in_title = True
         elif tag in _SKIPPED_HTML_TAGS:
             self._skip_depth += 1
+        elif tag in _HEADINGS and not self._skip_depth:
+            self._paragraph()
+            self._heading = (_HEADINGS[tag], [])
         elif tag in _BLOCK_HTML_TAGS:
-            self.parts.append("\n")
+            self._paragraph()
+            self._pre_depth += tag == "pre"
+            self._cells = 0
+        elif tag in ("td", "th"):
+            # A table row reads as one line, its cells apart.
+            self._parts.append(" | " if self._cells else "")
+            self._cells += 1
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self._in_title = False
         elif tag in _SKIPPED_HTML_TAGS and self._skip_depth:
             self._skip_depth -= 1
+        elif tag in _HEADINGS and self._heading is not None:
+            level, parts = self._heading
+            self._heading = None
+            self.outline.heading(level, " ".join("".join(parts).split()))
         elif tag in _BLOCK_HTML_TAGS:
-            self.parts.append("\n")
+            self._paragraph()
+            self._pre_depth -= tag == "pre" and self._pre_depth > 0
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
-        elif not self._skip_depth:
-            self.parts.append(data)
+        elif self._skip_depth:
+            return
+        elif self._heading is not None:
+            self._heading[1].append(data)
+        else:
+            self._parts.append(data)
 
 
-def html_to_text(html: str) -> tuple[str, str]:
-    """Return (title, text) of an HTML document, one paragraph per line."""
+def html_sections(html: str) -> tuple[str, Sections]:
+    """(title, sections) of an HTML document: visible text, one section per heading, code in
+    <pre> kept line by line; the first <h1> stands in for a missing <title>."""
     parser = _HTMLText()
     parser.feed(html)
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
-    return parser.title.strip(), "\n\n".join(line for line in lines if line)
+    parser.close()
+    parser._paragraph()
+    sections = parser.outline.result()
+    title = " ".join(parser.title.split())
+    if not title and parser.outline.path:
+        title = parser.outline.path[0][1] if parser.outline.path[0][0] == 1 else ""
+    return title, sections
 
 
-def markdown_title(markdown: str) -> tuple[str, str]:
-    """Split a leading ``# Heading`` off as the title; the body keeps everything else."""
-    lines = markdown.lstrip().splitlines()
-    if lines and lines[0].startswith("# "):
-        return lines[0][2:].strip(), "\n".join(lines[1:]).strip()
-    return "", markdown
+def markdown_sections(markdown: str) -> tuple[str, Sections]:
+    """(title, sections) of a Markdown document, parsed by markdown-it-py: front matter gives
+    the title (or the first ``#`` heading does), headings become section paths, links and
+    emphasis become their text, tables become rows, code blocks stay code, and MkDocs-style
+    markers (``!!! note``, ``=== "Python"``, ``:::python``) are dropped."""
+    from markdown_it import MarkdownIt
+
+    title = ""
+    front = _FRONT_MATTER_RE.match(markdown)
+    if front:
+        markdown = markdown[front.end() :]
+        try:
+            meta = yaml.safe_load(front.group(1))
+        except yaml.YAMLError:
+            meta = None
+        if isinstance(meta, dict) and isinstance(meta.get("title"), str):
+            title = meta["title"].strip()
+    html = MarkdownIt("commonmark").enable("table").render(_MARKUP_LINE_RE.sub("", markdown))
+    heading_title, sections = html_sections(html)
+    return title or heading_title, sections
+
+
+def pdf_sections(path: Path, name: str) -> Sections:
+    """One section per page of a text PDF (``page N``), read by pypdf."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PdfReadError, ValueError, OSError) as exc:
+        raise KnowledgeBaseError(f"{name} is not a readable PDF ({exc})") from None
+    return [(f"page {n}", text.strip()) for n, text in enumerate(pages, start=1) if text.strip()]
+
+
+def docx_sections(path: Path, name: str) -> tuple[str, Sections]:
+    """(title, sections) of a Word document: its "Title" paragraph, paragraphs by their
+    Heading styles, and its tables' rows (python-docx)."""
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    try:
+        document = docx.Document(str(path))
+    except (PackageNotFoundError, ValueError, KeyError, OSError) as exc:
+        raise KnowledgeBaseError(f"{name} is not a readable .docx file ({exc})") from None
+    outline, title = _Outline(), ""
+    for paragraph in document.paragraphs:
+        style = paragraph.style.name if paragraph.style is not None else ""
+        level = re.fullmatch(r"Heading (\d)", style)
+        if style == "Title":
+            title = title or paragraph.text.strip()
+        elif level:
+            outline.heading(int(level.group(1)), paragraph.text.strip())
+        elif paragraph.text.strip():
+            outline.add(paragraph.text.strip())
+    for table in document.tables:
+        for row in table.rows:
+            outline.add(" | ".join(cell.text.strip() for cell in row.cells))
+    return title, outline.result()
 
 
 def _stable_id(prefix: str, key: str) -> str:
@@ -125,21 +248,30 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
         )
     if suffix == ".jsonl":
         return load_jsonl(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise KnowledgeBaseError(f"{display_name or path} is not UTF-8 text") from None
-    if suffix in {".html", ".htm"}:
-        title, text = html_to_text(raw)
-    elif suffix in {".md", ".markdown"}:
-        title, text = markdown_title(raw)
+    name = display_name or str(path)
+    title, sections = "", []
+    if suffix == ".pdf":
+        sections = pdf_sections(path, name)
+    elif suffix == ".docx":
+        title, sections = docx_sections(path, name)
     else:
-        title, text = "", raw
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise KnowledgeBaseError(f"{name} is not UTF-8 text") from None
+        if suffix in {".html", ".htm"}:
+            title, sections = html_sections(raw)
+        elif suffix in {".md", ".markdown"}:
+            title, sections = markdown_sections(raw)
+        elif raw.strip():
+            sections = [("", raw)]
+    text = "\n\n".join(body for _, body in sections)
     if not text.strip():
-        raise KnowledgeBaseError(f"{display_name or path} has no text")
+        raise KnowledgeBaseError(f"{name} has no text")
     source = display_name or str(path.resolve())
     metadata = {"title": title or Path(display_name or path).stem, "source": source}
-    return [SourceDocument(_stable_id(path.stem, source), text, metadata)]
+    structured = sections if any(heading for heading, _ in sections) else []
+    return [SourceDocument(_stable_id(path.stem, source), text, metadata, structured)]
 
 
 # IPv6 forms that carry an IPv4 address: NAT64 (RFC 6052) and 6to4 (RFC 3056).
@@ -262,13 +394,13 @@ def load_url(
     """A web page (HTML or plain text) as one document."""
     deadline = get_settings().url_fetch_deadline_s
     content_type, raw = fetch_url(url, allow_private, max_bytes, deadline)
-    if "html" in content_type:
-        title, text = html_to_text(raw)
-    else:
-        title, text = "", raw
+    title, sections = html_sections(raw) if "html" in content_type else ("", [("", raw)])
+    text = "\n\n".join(body for _, body in sections)
     if not text.strip():
         raise KnowledgeBaseError(f"{url} has no text")
-    return [SourceDocument(_stable_id("url", url), text, {"title": title or url, "source": url})]
+    structured = sections if any(heading for heading, _ in sections) else []
+    metadata = {"title": title or url, "source": url}
+    return [SourceDocument(_stable_id("url", url), text, metadata, structured)]
 
 
 def load_urls(

@@ -1,0 +1,138 @@
+"""Real documents: Markdown, HTML, PDF and Word files become clean text by section, and their
+chunks carry the section heading (tests make their own small files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docx
+import pytest
+
+from reflexrag.providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
+from reflexrag.providers.loaders import load_path
+
+LANGGRAPH_STYLE = """---
+title: Persistence
+search:
+  boost: 2
+---
+# Persistence in LangGraph
+
+LangGraph has a built-in persistence layer, implemented through **checkpointers**. See the
+[how-to guide](../how-tos/persistence.md) for details.
+
+!!! note "Storage"
+    Checkpoints are saved to a thread.
+
+## Threads
+
+=== "Python"
+
+    A thread is a unique ID assigned to each checkpoint.
+
+| Saver | Package |
+|---|---|
+| SQLite | langgraph-checkpoint-sqlite |
+
+```python
+graph.compile(checkpointer=saver)
+```
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_markdown_is_parsed_to_clean_text_with_sections(tmp_path):
+    (doc,) = load_path(write(tmp_path / "persistence.md", LANGGRAPH_STYLE))
+    assert doc.metadata["title"] == "Persistence"
+    headings = [heading for heading, _ in doc.sections]
+    assert headings == ["Persistence in LangGraph", "Persistence in LangGraph › Threads"]
+    for markup in ("search:", "boost", "**", "](", "!!!", '=== "', "|---|", "```"):
+        assert markup not in doc.text, markup
+    assert "implemented through checkpointers. See the how-to guide for details." in doc.text
+    assert "SQLite | langgraph-checkpoint-sqlite" in doc.text  # a table row per line
+    assert "graph.compile(checkpointer=saver)" in doc.text  # code stays code
+
+
+def test_html_sections_follow_its_headings_and_skip_navigation(tmp_path):
+    page = write(
+        tmp_path / "guide.html",
+        "<html><head><title>Guide</title><script>x=1</script></head><body>"
+        "<nav>Home | Docs</nav><h1>Install</h1><p>Run pip.</p>"
+        "<h2>On Linux</h2><p>Use a venv.</p><pre>python3 -m venv .venv\npip install x</pre>"
+        "</body></html>",
+    )
+    (doc,) = load_path(page)
+    assert doc.metadata["title"] == "Guide"
+    assert doc.sections == [
+        ("Install", "Run pip."),
+        ("Install › On Linux", "Use a venv.\n\npython3 -m venv .venv\npip install x"),
+    ]
+    assert "Home" not in doc.text and "x=1" not in doc.text
+
+
+def test_a_docx_file_is_read_by_its_headings_and_tables(tmp_path):
+    document = docx.Document()
+    document.add_paragraph("Quarterly report", style="Title")
+    document.add_heading("Revenue", level=1)
+    document.add_paragraph("Revenue grew 12 percent.")
+    table = document.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "Q1", "4.2M"
+    path = tmp_path / "report.docx"
+    document.save(str(path))
+    (doc,) = load_path(path)
+    assert doc.metadata["title"] == "Quarterly report"
+    assert doc.sections == [("Revenue", "Revenue grew 12 percent.\n\nQ1 | 4.2M")]
+
+
+def minimal_pdf(lines: list[str]) -> bytes:
+    """A one-page text PDF (Helvetica), written by hand so the test needs no PDF writer."""
+    text = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text.encode()),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def test_a_text_pdf_is_read_page_by_page(tmp_path):
+    path = tmp_path / "tesla.pdf"
+    path.write_bytes(minimal_pdf(["Nikola Tesla died on 7 January 1943.", "He lived in New York."]))
+    (doc,) = load_path(path)
+    assert doc.metadata["title"] == "tesla"
+    assert [heading for heading, _ in doc.sections] == ["page 1"]
+    assert "Nikola Tesla died on 7 January 1943." in doc.text
+
+
+def test_a_broken_pdf_or_docx_is_a_clear_error(tmp_path):
+    for name in ("broken.pdf", "broken.docx"):
+        path = tmp_path / name
+        path.write_bytes(b"not really " + name.encode())
+        with pytest.raises(KnowledgeBaseError, match=rf"{name} is not a readable"):
+            load_path(path)
+
+
+def test_chunks_carry_their_section_and_never_straddle_two(tmp_path, isolated_data_dir):
+    kb = get_knowledge_base("sections-test")
+    kb.add(load_path(write(tmp_path / "persistence.md", LANGGRAPH_STYLE)))
+    (hit,) = kb.search("What is a thread in LangGraph persistence?", 1)
+    assert hit.metadata["section"] == "Persistence in LangGraph › Threads"
+    assert "unique ID" in hit.page_content and "built-in persistence" not in hit.page_content
