@@ -112,15 +112,17 @@ function drawGraph(spec) {
   const { layer, back, order } = layers(ids, edges);
   const rows = [];
   order.forEach((id) => (rows[layer.get(id)] ||= []).push(id));
-  const W = 150, H = 30, GAP_X = 24, GAP_Y = 44, PAD = 20;
+  const W = 150, H = 30, GAP_X = 24, GAP_Y = 44, PAD = 20, SIDE = 60;
   const widest = Math.max(...rows.map((r) => r.length));
-  const width = widest * (W + GAP_X) + PAD * 2 + 60;
+  // Loops run up the right margin, edges that skip a layer down the left one, so no edge is
+  // drawn across a node it does not visit.
+  const width = widest * (W + GAP_X) + PAD * 2 + 2 * SIDE;
   const height = rows.length * (H + GAP_Y) + PAD * 2;
   const position = new Map();
   rows.forEach((row, y) => {
     const rowWidth = row.length * (W + GAP_X) - GAP_X;
     row.forEach((id, x) => {
-      position.set(id, { x: (width - 60 - rowWidth) / 2 + x * (W + GAP_X), y: PAD + y * (H + GAP_Y) });
+      position.set(id, { x: (width - rowWidth) / 2 + x * (W + GAP_X), y: PAD + y * (H + GAP_Y) });
     });
   });
   const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
@@ -135,8 +137,14 @@ function drawGraph(spec) {
     if (!a || !b) return;
     let d;
     if (back.has(`${e.source}->${e.target}`)) {
-      const bend = width - 40 - (n % 3) * 10; // back edges run up the right-hand side
+      const bend = width - 20 - (n % 3) * 10; // back edges run up the right-hand side
       d = `M ${a.x + W} ${a.y + H / 2} C ${bend} ${a.y + H / 2}, ${bend} ${b.y + H / 2}, ${b.x + W} ${b.y + H / 2}`;
+    } else if (layer.get(e.target) - layer.get(e.source) > 1) {
+      // An edge that skips a layer leaves downwards, runs along the gap under its row to the
+      // left margin, down the margin, and along the gap above its target: never over a node.
+      const lane = (n % 4) * 5, bend = 16 + lane;
+      const x1 = a.x + W / 2, below = a.y + H + GAP_Y / 2 - lane, x2 = b.x + W / 2, above = b.y - GAP_Y / 2 + lane;
+      d = `M ${x1} ${a.y + H} L ${x1} ${below} L ${bend} ${below} L ${bend} ${above} L ${x2} ${above} L ${x2} ${b.y}`;
     } else {
       const x1 = a.x + W / 2, y1 = a.y + H, x2 = b.x + W / 2, y2 = b.y;
       d = `M ${x1} ${y1} C ${x1} ${y1 + GAP_Y / 2}, ${x2} ${y2 - GAP_Y / 2}, ${x2} ${y2}`;
@@ -294,12 +302,13 @@ function showFinal(values, elapsedSeconds) {
   answer.classList.toggle("not-found", values.answer_kind === "not_found");
   const sources = $("sources");
   sources.replaceChildren();
-  (values.sources || []).forEach((source) => {
+  mergeSources(values.sources || []).forEach((source) => {
     const li = document.createElement("li");
     const origin = document.createElement("span");
     origin.className = `origin ${source.origin}`;
     origin.textContent = source.origin;
-    li.append(origin, `${source.title || source.doc_id} (${source.doc_id}) · score ${Number(source.score).toFixed(2)}`);
+    const chunks = source.chunks > 1 ? ` · ${source.chunks} passages` : "";
+    li.append(origin, `${source.title || source.doc_id} (${source.doc_id}) · score ${Number(source.score).toFixed(2)}${chunks}`);
     sources.append(li);
   });
   const facts = $("facts");
@@ -321,6 +330,21 @@ function showFinal(values, elapsedSeconds) {
   fact(facts, "skip rate", values.skip_rate);
   fact(facts, "LLM calls", llmCalls);
   fact(facts, "elapsed", elapsedSeconds !== null ? `${elapsedSeconds.toFixed(2)} s` : null);
+}
+
+function mergeSources(sources) {
+  // Several passages of one document are one source: listed once, with its best score.
+  const byDoc = new Map();
+  for (const source of sources) {
+    const key = `${source.origin}:${source.doc_id}`;
+    const seen = byDoc.get(key);
+    if (!seen) byDoc.set(key, { ...source, chunks: 1 });
+    else {
+      seen.chunks += 1;
+      seen.score = Math.max(Number(seen.score), Number(source.score));
+    }
+  }
+  return [...byDoc.values()];
 }
 
 function showClarification(question) {
@@ -459,7 +483,8 @@ async function settle(run) {
     showClarification(asked);
     return;
   } else {
-    setStatus(thread ? thread.status : "done");
+    // An idle thread after a run means the run is done.
+    setStatus(!thread || thread.status === "idle" ? "done" : thread.status);
   }
   showFinal(values, elapsed);
 }

@@ -194,3 +194,54 @@ async def test_generator_tokens_appear_as_they_stream(browser, tmp_path, monkeyp
         await expect(page.locator("#answer")).to_have_text(answer)
         facts = await page.locator("#facts").inner_text()
         assert "LLM calls\n8" in facts
+
+
+# Every edge's points, sampled along its path, against every node's box but its own two.
+EDGES_CROSSING_NODES = """() => {
+  const boxes = [...document.querySelectorAll("#graph [data-node]")].map((g) => {
+    const r = g.querySelector("rect").getBBox(), m = g.transform.baseVal.consolidate().matrix;
+    return { id: g.dataset.node, x: m.e + r.x, y: m.f + r.y, w: r.width, h: r.height };
+  });
+  const crossings = [];
+  for (const path of document.querySelectorAll("#graph path.edge")) {
+    const [source, target] = path.dataset.edge.split("->");
+    const length = path.getTotalLength();
+    for (let i = 1; i < 40; i++) {
+      const p = path.getPointAtLength((length * i) / 40);
+      for (const b of boxes) {
+        if (b.id === source || b.id === target) continue;
+        if (p.x > b.x + 2 && p.x < b.x + b.w - 2 && p.y > b.y + 2 && p.y < b.y + b.h - 2) {
+          crossings.push(`${path.dataset.edge} crosses ${b.id}`);
+        }
+      }
+    }
+  }
+  return [...new Set(crossings)];
+}"""
+
+
+async def test_no_edge_is_drawn_across_a_node_it_does_not_visit(browser, tmp_path):
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await expect(page.locator("#strategy option")).not_to_have_count(0)
+        for strategy in ("naive", "self_rag", "crag", "self_crag", "iterative", "adaptive"):
+            await page.select_option("#strategy", strategy)
+            await expect(page.locator("#graph svg [data-node='prepare']")).to_be_visible()
+            assert await page.evaluate(EDGES_CROSSING_NODES) == [], strategy
+
+
+async def test_after_a_run_the_status_is_done_and_sources_are_listed_once(browser, tmp_path):
+    async with running_server(tmp_path / "data") as url:
+        page = await browser.new_page()
+        await page.goto(url)
+        await ask(page, "naive", "What does CRAG do when retrieval is incorrect?")
+        await expect(page.locator("#run-status")).to_have_text("done", timeout=60_000)
+        listed = await page.locator("#sources li").all_inner_texts()
+        doc_ids = [text.split("(")[-1].split(")")[0] for text in listed]
+        assert doc_ids and len(doc_ids) == len(set(doc_ids)), listed
+        # Step numbers from 10 up keep their digits inside the list's margin.
+        margin = await page.evaluate(
+            "parseFloat(getComputedStyle(document.querySelector('#steps')).paddingLeft)"
+        )
+        assert margin >= 2.5 * 14
