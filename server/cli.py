@@ -235,6 +235,33 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kb(args: argparse.Namespace) -> int:
+    from reflexrag.providers.knowledge_base import (
+        delete_knowledge_base,
+        exclusive_writer,
+        get_knowledge_base,
+        knowledge_base_owners,
+    )
+    from reflexrag.providers.settings import get_settings
+
+    owners = knowledge_base_owners()
+    if args.kb_command == "list":
+        for name, owner in sorted(owners.items()):
+            shared = "shared" if owner is None else "an API key's"
+            count = get_knowledge_base(name, create=False).count()
+            print(f"{name}\t{count} chunks\t{shared}")
+        if not owners:
+            print(f"no knowledge bases in {get_settings().data_dir}", file=sys.stderr)
+        return 0
+    if args.name not in owners:
+        known = ", ".join(sorted(owners)) or "none"
+        raise CLIError(f"unknown knowledge base {args.name!r}; known: {known}")
+    with exclusive_writer(get_settings().data_dir, "reflexrag kb delete"):
+        delete_knowledge_base(args.name)
+    print(f"deleted {args.name}")
+    return 0
+
+
 def _graphs(args: argparse.Namespace) -> int:
     from reflexrag.graphs import STRATEGIES
 
@@ -383,6 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--kb", help="knowledge base name")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.set_defaults(handler=_ingest)
+
+    kb = commands.add_parser("kb", help="list or delete knowledge bases")
+    kb_commands = kb.add_subparsers(dest="kb_command", required=True, help="list or delete")
+    kb_commands.add_parser("list", help="every knowledge base with its chunk count")
+    delete = kb_commands.add_parser("delete", help="delete a knowledge base and its index")
+    delete.add_argument("name", help="the knowledge base")
+    kb.set_defaults(handler=_kb)
 
     listing = commands.add_parser("graphs", help="list the strategies")
     listing.set_defaults(handler=_graphs)

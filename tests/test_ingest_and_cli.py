@@ -165,3 +165,16 @@ def test_help_answers_without_loading_langgraph_and_every_flag_is_explained():
         if not action.help and action.dest != "help"
     ]
     assert silent == []
+
+
+def test_kb_lists_and_deletes_knowledge_bases(tmp_path, capsys):
+    assert main(["ingest", "--kb", "to-delete", str(write(tmp_path / "a.txt", "Alpha."))]) == 0
+    capsys.readouterr()
+    assert main(["kb", "list"]) == 0
+    assert "to-delete\t1 chunks\tshared" in capsys.readouterr().out
+    assert main(["kb", "delete", "no-such-kb"]) == 2
+    assert "unknown knowledge base 'no-such-kb'" in capsys.readouterr().err
+    assert main(["kb", "delete", "to-delete"]) == 0
+    assert capsys.readouterr().out == "deleted to-delete\n"
+    main(["kb", "list"])
+    assert "to-delete" not in capsys.readouterr().out
