@@ -106,6 +106,41 @@ class SourceDocument:
         return self.sections or [("", self.text)]
 
 
+@dataclass
+class _WriteBatch:
+    """Chunks of several documents, written to the store and the index together."""
+
+    doc_ids: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    chunks: list[str] = field(default_factory=list)
+    titled: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+    def queue(self, doc: SourceDocument, digest: str, chunk_tokens: int) -> None:
+        pieces = [
+            (heading, chunk)
+            for heading, body in doc.parts()
+            for chunk in split_into_chunks(body, chunk_tokens)
+        ]
+        base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
+        title = doc.metadata.get("title")
+        self.doc_ids.append(doc.doc_id)
+        for n, (heading, chunk) in enumerate(pieces):
+            self.ids.append(f"{doc.doc_id}#{n}")
+            self.chunks.append(chunk)
+            self.titled.append(with_title(title, chunk, heading))
+            self.metadatas.append(
+                {
+                    **base,
+                    "doc_id": doc.doc_id,
+                    "chunk": n,
+                    "chunks": len(pieces),
+                    "content_hash": digest,
+                    **({"section": heading} if heading else {}),
+                }
+            )
+
+
 class KnowledgeBase:
     """A named collection of chunks with vector and keyword search."""
 
@@ -184,8 +219,10 @@ class KnowledgeBase:
     ) -> IngestReport:
         """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced.
 
-        Each document is written in the order that keeps the keyword index a subset of the
-        vector store: unindex, delete, store, index."""
+        Chunks of several documents are embedded and written together, up to ``WRITE_BATCH``
+        at a time (one encoder batch and one store transaction cost far less than one per
+        document). Each batch is written in the order that keeps the keyword index a subset
+        of the vector store: unindex and delete what is replaced, store, index."""
         documents = list(documents)
         for doc in documents:
             if not doc.doc_id or not doc.text.strip():
@@ -194,63 +231,62 @@ class KnowledgeBase:
         with self._write_lock:
             self.reconcile()
             stored = self._stored_hashes([doc.doc_id for doc in documents])
+            batch = _WriteBatch()
             for doc in documents:
                 digest = content_hash(doc.text)
+                if doc.doc_id in batch.doc_ids:
+                    self._write(batch, report, progress)  # the same id again: write the first
+                    batch = _WriteBatch()
                 if stored.get(doc.doc_id) == digest:
                     report.unchanged_documents += 1
                     if progress:
                         progress(1)
                     continue
-                pieces = [
-                    (heading, chunk)
-                    for heading, body in doc.parts()
-                    for chunk in split_into_chunks(body, self.chunk_tokens)
-                ]
-                chunks = [chunk for _, chunk in pieces]
-                title = doc.metadata.get("title")
-                titled = [with_title(title, chunk, heading) for heading, chunk in pieces]
-                vectors = self.embeddings.embed_documents(titled)
                 if doc.doc_id in stored:  # some chunks stored, whole or cut short by a crash
-                    old = self._collection.get(where={"doc_id": doc.doc_id}, include=[])["ids"]
-                    self.lexical.remove_documents([doc.doc_id])
-                    for start in range(0, len(old), WRITE_BATCH):
-                        self._collection.delete(ids=old[start : start + WRITE_BATCH])
+                    self._remove_document(doc.doc_id)
                     report.replaced_documents += 1
                 else:
                     report.added_documents += 1
-                base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
-                ids = [f"{doc.doc_id}#{n}" for n in range(len(chunks))]
-                metadatas = [
-                    {
-                        **base,
-                        "doc_id": doc.doc_id,
-                        "chunk": n,
-                        "chunks": len(chunks),
-                        "content_hash": digest,
-                        **({"section": heading} if heading else {}),
-                    }
-                    for n, (heading, _) in enumerate(pieces)
-                ]
-                for start in range(0, len(chunks), WRITE_BATCH):
-                    window = slice(start, start + WRITE_BATCH)
-                    self._collection.upsert(
-                        ids=ids[window],
-                        embeddings=vectors[window],
-                        documents=chunks[window],
-                        metadatas=metadatas[window],
-                    )
-                self.lexical.add(
-                    {
-                        chunk_id: (doc.doc_id, text)
-                        for chunk_id, text in zip(ids, titled, strict=True)
-                    }
-                )
+                batch.queue(doc, digest, self.chunk_tokens)
                 stored[doc.doc_id] = digest
-                report.added_chunks += len(chunks)
-                report.doc_ids.append(doc.doc_id)
-                if progress:
-                    progress(1)
+                if len(batch.ids) >= WRITE_BATCH:
+                    self._write(batch, report, progress)
+                    batch = _WriteBatch()
+            self._write(batch, report, progress)
         return report
+
+    def _remove_document(self, doc_id: str) -> None:
+        old = self._collection.get(where={"doc_id": doc_id}, include=[])["ids"]
+        self.lexical.remove_documents([doc_id])
+        for start in range(0, len(old), WRITE_BATCH):
+            self._collection.delete(ids=old[start : start + WRITE_BATCH])
+
+    def _write(
+        self, batch: _WriteBatch, report: IngestReport, progress: Callable[[int], None] | None
+    ) -> None:
+        if not batch.ids:
+            return
+        vectors = self.embeddings.embed_documents(batch.titled)
+        for start in range(0, len(batch.ids), WRITE_BATCH):
+            window = slice(start, start + WRITE_BATCH)
+            self._collection.upsert(
+                ids=batch.ids[window],
+                embeddings=vectors[window],
+                documents=batch.chunks[window],
+                metadatas=batch.metadatas[window],
+            )
+        self.lexical.add(
+            {
+                chunk_id: (meta["doc_id"], text)
+                for chunk_id, text, meta in zip(
+                    batch.ids, batch.titled, batch.metadatas, strict=True
+                )
+            }
+        )
+        report.added_chunks += len(batch.ids)
+        report.doc_ids.extend(batch.doc_ids)
+        if progress:
+            progress(len(batch.doc_ids))
 
     def _stored_hashes(self, doc_ids: list[str]) -> dict[str, str]:
         """Content hashes of the documents stored whole: a document whose chunks were not all

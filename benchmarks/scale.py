@@ -1,0 +1,117 @@
+"""Retrieval latency, incremental indexing and ingest time as a knowledge base grows.
+
+Synthetic chunks (Zipf-distributed words) with deterministic pseudo-random 384-d vectors go
+through the project's own :class:`KnowledgeBase` (embedded Chroma + the SQLite keyword index),
+so the numbers are the store's and the index's, not the encoder's.
+
+    python -m reflexrag.benchmarks.scale --sizes 1000,10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from reflexrag.providers.knowledge_base import KnowledgeBase, SourceDocument, _client
+
+DIMENSIONS = 384
+VOCABULARY = 20_000
+WORDS_PER_CHUNK = 60
+QUERIES = 60
+
+
+class HashEmbeddings(Embeddings):
+    """A unit vector per text, seeded by its hash: free, deterministic, no model."""
+
+    def _vector(self, text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+        vector = np.random.default_rng(seed).standard_normal(DIMENSIONS)
+        return (vector / np.linalg.norm(vector)).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def synthetic_documents(count: int, seed: int = 7, start: int = 0) -> list[SourceDocument]:
+    rng = np.random.default_rng(seed + start)
+    words = rng.zipf(1.3, size=(count, WORDS_PER_CHUNK)) % VOCABULARY
+    return [
+        SourceDocument(f"doc-{start + n}", " ".join(f"w{w}" for w in row), {"title": f"T{n}"})
+        for n, row in enumerate(words)
+    ]
+
+
+def _ms(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"{statistics.median(ordered) * 1000:.1f} / {p95 * 1000:.1f}"
+
+
+def measure(size: int, directory: Path) -> dict[str, str]:
+    embeddings = HashEmbeddings()
+    kb = KnowledgeBase("scale", _client(str(directory)), embeddings, directory / "lexical.sqlite")
+    documents = synthetic_documents(size)
+    started = time.perf_counter()
+    for batch in range(0, size, 1000):
+        kb.add(documents[batch : batch + 1000])
+    ingest_s = time.perf_counter() - started
+    rng = np.random.default_rng(11)
+    queries = [
+        " ".join(f"w{w % VOCABULARY}" for w in rng.zipf(1.3, size=5)) for _ in range(QUERIES)
+    ]
+    latency: dict[str, list[float]] = {"vector": [], "bm25": [], "hybrid": []}
+    for mode, samples in latency.items():
+        for query in queries:
+            began = time.perf_counter()
+            kb.search(query, 4, mode)  # type: ignore[arg-type]
+            samples.append(time.perf_counter() - began)
+    (extra,) = synthetic_documents(1, seed=99, start=size)
+    began = time.perf_counter()
+    kb.add([extra])
+    add_one_s = time.perf_counter() - began
+    began = time.perf_counter()
+    KnowledgeBase("scale", _client(str(directory)), embeddings, directory / "lexical.sqlite")
+    reopen_s = time.perf_counter() - began
+    disk = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+    return {
+        "chunks": f"{kb.count():,}",
+        "ingest": f"{ingest_s:.1f} s ({size / ingest_s:,.0f} chunks/s)",
+        "vector p50 / p95 ms": _ms(latency["vector"]),
+        "bm25 p50 / p95 ms": _ms(latency["bm25"]),
+        "hybrid p50 / p95 ms": _ms(latency["hybrid"]),
+        "add one document": f"{add_one_s * 1000:.0f} ms",
+        "open (reconcile)": f"{reopen_s * 1000:.0f} ms",
+        "disk": f"{disk / 1e6:.0f} MB",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reflexrag.benchmarks.scale")
+    parser.add_argument("--sizes", default="1000,10000", help="chunk counts, comma-separated")
+    args = parser.parse_args(argv)
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory(prefix="reflexrag-scale-") as tmp:
+            rows.append(measure(size, Path(tmp)))
+        print(rows[-1], file=sys.stderr, flush=True)
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---|" * len(keys))
+    for row in rows:
+        print("| " + " | ".join(row[key] for key in keys) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
