@@ -254,3 +254,13 @@ async def test_a_model_saying_ambiguous_asks_back_only_when_the_question_points_
         vague.ambiguous
         and vague.clarifying_question == 'Which one do you mean by "its"? Please name it.'
     )
+
+
+async def test_a_question_about_facts_is_never_classified_as_needing_no_retrieval():
+    said = '{"level": "no_retrieval"}'
+    fact = await LLMJudge(
+        model(said), mode="cascade", local=StubLocalJudge([])
+    ).classify_complexity("What year did Tesla die?")
+    assert fact.level == "single_step"
+    chat = await LLMJudge(model(said), mode="batched").classify_complexity("Write a haiku")
+    assert chat.level == "no_retrieval"

@@ -509,9 +509,18 @@ class LLMJudge:
         asked = reply.clarifying_question.strip()
         if phrase and (not asked or asked.lower() == question.strip().lower()):
             asked = clarifying_question(question, phrase)
+        level, reason = reply.level, reply.reason or "llm classifier"
+        if (
+            self.mode != "per_call"
+            and level == "no_retrieval"
+            and is_question(question)
+            and no_retrieval_reason(question) is None
+        ):
+            # As for the router: a question about facts goes to the knowledge base.
+            level, reason = "single_step", "a question the rules send to the knowledge base"
         return ComplexityVerdict(
-            reply.level,
-            reply.reason or "llm classifier",
+            level,
+            reason,
             features,
             phrase is not None,
             asked if phrase else "",

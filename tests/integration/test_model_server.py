@@ -122,7 +122,14 @@ async def test_chinese_and_unanswerable_questions_end_with_a_stop_reason(
 
 async def test_generator_tokens_stream_and_grader_tokens_never(llm_server, llm_kb, questions):
     graph = compile_strategy("self_rag")
-    context = Context(kb=KB, judge_backend="llm", generator_backend="llm", llm_judging="per_call")
+    # min_confidence 0: whatever the graders say, the run ends with a generated answer.
+    context = Context(
+        kb=KB,
+        judge_backend="llm",
+        generator_backend="llm",
+        llm_judging="per_call",
+        min_confidence=0.0,
+    )
     nodes = []
     async for message, metadata in graph.astream(
         {"question": questions["en"]}, context=context, stream_mode="messages"
