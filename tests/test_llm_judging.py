@@ -217,6 +217,9 @@ def test_an_uncited_answer_names_the_passages_that_hold_it():
         Document("Paris is the capital of France.", id="b"),
     ]
     assert [d.id for d in cited_documents("Tesla died in 1943.", documents)] == ["a"]
+    # A small model's answer: mostly filler words, one that names the source.
+    filler = "The answer to this question is 1943."
+    assert [d.id for d in cited_documents(filler, documents)] == ["a"]
     assert [d.id for d in cited_documents("See [2].", documents)] == ["b"]
     assert cited_documents("No idea.", documents) == []
 

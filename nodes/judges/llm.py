@@ -64,8 +64,9 @@ BATCH_PASSAGE_CHARS = 1500
 MAX_MISSING_TERMS = 5
 MISSING_TERM_CHARS = 60
 """Bounds of an assessor's "missing" list: in the schema, so a constrained reply stays short."""
-CITED_SOURCE_COVERAGE = 0.5
-"""An uncited answer names as sources the passages holding this share of its terms."""
+MAX_UNCITED_SOURCES = 2
+NEAR_BEST_SOURCE = 0.75
+"""An uncited answer names the passages holding nearly as many of its terms as the best."""
 
 # Methods a model's server refused, by model object: asked once per process, not per call.
 _refused: dict[int, set[str]] = {}
@@ -576,17 +577,19 @@ def _first_line(reply: str) -> str:
 
 
 def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
-    """The passages an answer cites as ``[n]``; for an answer citing none, the passages that
-    hold at least half of its terms (not every passage it was shown)."""
+    """The passages an answer cites as ``[n]``; for an answer citing none, the (at most two)
+    passages that hold the most of its terms, not every passage it was shown, and none when
+    it shares no term with any."""
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", text)}
     if cited:
         return [doc for n, doc in enumerate(documents, start=1) if n in cited]
     answer_terms = terms(text)
-    return [
-        doc
-        for doc in documents
-        if coverage(answer_terms, term_set(doc.page_content)) >= CITED_SOURCE_COVERAGE
-    ]
+    held = [(coverage(answer_terms, term_set(doc.page_content)), doc) for doc in documents]
+    best = max((share for share, _ in held), default=0.0)
+    if best == 0:
+        return []
+    ranked = sorted(held, key=lambda pair: -pair[0])
+    return [doc for share, doc in ranked if share >= best * NEAR_BEST_SOURCE][:MAX_UNCITED_SOURCES]
 
 
 class LLMGenerator:
