@@ -53,7 +53,9 @@ class RecordingModel(GenericFakeChatModel):
         if any(option in kwargs for option in self.refuse):
             request = httpx.Request("POST", "http://model.test/v1/chat/completions")
             raise openai.BadRequestError(
-                "unsupported", response=httpx.Response(400, request=request), body=None
+                f"unsupported: {', '.join(self.refuse)}",
+                response=httpx.Response(400, request=request),
+                body=None,
             )
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -267,3 +269,19 @@ async def test_a_question_about_facts_is_never_classified_as_needing_no_retrieva
     assert fact.level == "single_step"
     chat = await LLMJudge(model(said), mode="batched").classify_complexity("Write a haiku")
     assert chat.level == "no_retrieval"
+
+
+async def test_a_prompt_too_long_for_the_server_is_an_error_not_a_refused_feature():
+    class TooLong(RecordingModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            request = httpx.Request("POST", "http://model.test/v1/chat/completions")
+            raise openai.BadRequestError(
+                "the request exceeds the available context size",
+                response=httpx.Response(400, request=request),
+                body=None,
+            )
+
+    too_long = TooLong(messages=iter([]), calls=[])
+    with pytest.raises(ModelServerError, match="context size"):
+        await LLMJudge(too_long).grade_usefulness("q", "a")
+    assert id(too_long) not in _refused

@@ -70,6 +70,11 @@ NEAR_BEST_SOURCE = 0.75
 
 # Methods a model's server refused, by model object: asked once per process, not per call.
 _refused: dict[int, set[str]] = {}
+_REFUSAL_WORDS = {
+    "json_schema": re.compile(r"response_format|json_schema|schema|grammar", re.I),
+    "function_calling": re.compile(r"tool|function", re.I),
+    "prompt": re.compile(r"(?!)"),  # plain prompts are never a feature to give up
+}
 
 
 def _lower_word(value: Any) -> Any:
@@ -341,8 +346,13 @@ class LLMJudge:
             try:
                 shaped = self._shaped(method, schema, refine)
                 reply = await call_model(shaped, messages, NOSTREAM)
-            except (UnsupportedRequestError, NotImplementedError):
-                if method == "prompt":
+            except NotImplementedError:  # the client cannot shape calls this way
+                _refused.setdefault(id(self.grader), set()).add(method)
+                continue
+            except UnsupportedRequestError as exc:
+                # Only a refusal that names the feature is remembered: a prompt too long for
+                # the server's context is also a 400, and says nothing about response_format.
+                if not _REFUSAL_WORDS[method].search(str(exc)):
                     raise
                 _refused.setdefault(id(self.grader), set()).add(method)
                 continue
