@@ -120,16 +120,6 @@ class StateUpdate(BaseModel):
     model_config = {"extra": "allow"}
 
 
-class ThreadSearch(BaseModel):
-    metadata: dict[str, Any] | None = None
-    status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-    model_config = {"extra": "allow"}
-
-    _plain_keys = field_validator("metadata")(plain_metadata_keys)
-
-
 class ThreadCount(BaseModel):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
@@ -138,16 +128,21 @@ class ThreadCount(BaseModel):
     _plain_keys = field_validator("metadata")(plain_metadata_keys)
 
 
-class AssistantSearch(BaseModel):
-    graph_id: str | None = None
+class ThreadSearch(ThreadCount):
+    """The filters of a count, and a page of the results."""
+
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-    model_config = {"extra": "allow"}
 
 
 class AssistantCount(BaseModel):
     graph_id: str | None = None
     model_config = {"extra": "allow"}
+
+
+class AssistantSearch(AssistantCount):
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 class HistoryRequest(BaseModel):
