@@ -167,3 +167,15 @@ class Generator(Protocol):
     async def generate(
         self, question: str, documents: Sequence[Document], attempt: int
     ) -> Answer: ...
+
+
+async def grounded_then_useful(
+    judge: Judge, question: str, answer: str, documents: Sequence[Document], quote: str = ""
+) -> AnswerGrade:
+    """``grade_answer`` as two verdicts: grounding (of the quote, when there is one), then,
+    only for a grounded answer, usefulness of the answer with its quote."""
+    grounding = await judge.grade_grounding(quote or answer, documents)
+    if grounding.level == "none":
+        return AnswerGrade(grounding, None)
+    usefulness = await judge.grade_usefulness(question, f"{answer} {quote}".strip())
+    return AnswerGrade(grounding, usefulness)

@@ -39,11 +39,12 @@ from reflexrag.nodes.judges.base import (
     RetrievalDecision,
     RoundAssessment,
     UsefulnessGrade,
+    grounded_then_useful,
 )
 from reflexrag.nodes.judges.rules import (
+    asks_about_facts,
     clarifying_question,
     complexity_features,
-    is_question,
     no_retrieval_reason,
     unresolved_reference,
 )
@@ -380,7 +381,7 @@ class LLMJudge:
             # the knowledge base: a model guessing what the KB holds hallucinates answers.
             if reason := no_retrieval_reason(question):
                 return RetrievalDecision(False, reason)
-            if closest and is_question(question):
+            if closest and asks_about_facts(question):
                 return RetrievalDecision(True, "a question, and the knowledge base is not empty")
         excerpt = closest[0].page_content[:400] if closest else "(empty)"
         prompt = prompts.RETRIEVAL_DECISION_PROMPT.format(question=question, best_match=excerpt)
@@ -476,14 +477,10 @@ class LLMJudge:
     async def grade_answer(
         self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
     ) -> AnswerGrade:
-        full_answer = f"{answer} {quote}".strip()
         if self.mode == "per_call":
-            grounding = await self.grade_grounding(quote or answer, documents)
-            if grounding.level == "none":
-                return AnswerGrade(grounding, None)
-            return AnswerGrade(grounding, await self.grade_usefulness(question, full_answer))
+            return await grounded_then_useful(self, question, answer, documents, quote)
         prompt = prompts.ANSWER_GRADER_PROMPT.format(
-            documents=_numbered(documents), question=question, answer=full_answer
+            documents=_numbered(documents), question=question, answer=f"{answer} {quote}".strip()
         )
         verdict = await self._verdict(prompt, AnswerVerdict, "grader")
         grounding = _grounding(verdict)
@@ -521,12 +518,7 @@ class LLMJudge:
         if phrase and (not asked or asked.lower() == question.strip().lower()):
             asked = clarifying_question(question, phrase)
         level, reason = reply.level, reply.reason or "llm classifier"
-        if (
-            self.mode != "per_call"
-            and level == "no_retrieval"
-            and is_question(question)
-            and no_retrieval_reason(question) is None
-        ):
+        if self.mode != "per_call" and level == "no_retrieval" and asks_about_facts(question):
             # As for the router: a question about facts goes to the knowledge base.
             level, reason = "single_step", "a question the rules send to the knowledge base"
         return ComplexityVerdict(

@@ -30,6 +30,7 @@ from reflexrag.nodes.judges.base import (
     RetrievalDecision,
     RoundAssessment,
     UsefulnessGrade,
+    grounded_then_useful,
 )
 from reflexrag.nodes.judges.rules import (
     MULTI_STEP_SCORE,
@@ -199,11 +200,7 @@ class LocalJudge:
     async def grade_answer(
         self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
     ) -> AnswerGrade:
-        grounding = await self.grade_grounding(quote or answer, documents)
-        if grounding.level == "none":
-            return AnswerGrade(grounding, None)
-        usefulness = await self.grade_usefulness(question, f"{answer} {quote}".strip())
-        return AnswerGrade(grounding, usefulness)
+        return await grounded_then_useful(self, question, answer, documents, quote)
 
     @off_the_loop
     def rewrite_query(self, question: str, attempt: int, documents: Sequence[Document]) -> str:

@@ -87,6 +87,12 @@ def is_question(text: str) -> bool:
     return bool(_QUESTION_RE.search(text))
 
 
+def asks_about_facts(question: str) -> bool:
+    """A question, and none the no-retrieval rules excuse: the knowledge base, not a model's
+    guess at what it holds, decides whether it has the answer."""
+    return is_question(question) and no_retrieval_reason(question) is None
+
+
 def entities(question: str) -> list[str]:
     """Names a question mentions: capitalized phrases (not the first word), quotes, titles."""
     if is_chinese(question):
