@@ -44,11 +44,14 @@ class _Outline:
     def __init__(self) -> None:
         self.path: list[tuple[int, str]] = []
         self.sections: Sections = []
+        self.first_h1 = ""
         self._lines: list[str] = []
 
     def heading(self, level: int, text: str) -> None:
         self.flush()
         self.path = [(lvl, name) for lvl, name in self.path if lvl < level] + [(level, text)]
+        if level == 1 and not self.first_h1:
+            self.first_h1 = text
 
     def add(self, text: str) -> None:
         self._lines.append(text)
@@ -116,6 +119,10 @@ class _HTMLText(HTMLParser):
             self._paragraph()
             self._pre_depth -= tag == "pre" and self._pre_depth > 0
 
+    def close(self) -> None:
+        super().close()
+        self._paragraph()  # text after the last block tag
+
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
@@ -133,12 +140,8 @@ def html_sections(html: str) -> tuple[str, Sections]:
     parser = _HTMLText()
     parser.feed(html)
     parser.close()
-    parser._paragraph()
     sections = parser.outline.result()
-    title = " ".join(parser.title.split())
-    if not title and parser.outline.path:
-        title = parser.outline.path[0][1] if parser.outline.path[0][0] == 1 else ""
-    return title, sections
+    return " ".join(parser.title.split()) or parser.outline.first_h1, sections
 
 
 def markdown_sections(markdown: str) -> tuple[str, Sections]:
@@ -200,6 +203,18 @@ def docx_sections(path: Path, name: str) -> tuple[str, Sections]:
         for row in table.rows:
             outline.add(" | ".join(cell.text.strip() for cell in row.cells))
     return title, outline.result()
+
+
+def sectioned_document(
+    doc_id: str, sections: Sections, metadata: dict[str, Any], name: str
+) -> SourceDocument:
+    """A document from its sections (kept only when some have a heading); ``name`` says
+    which input had no text."""
+    text = "\n\n".join(body for _, body in sections)
+    if not text.strip():
+        raise KnowledgeBaseError(f"{name} has no text")
+    structured = sections if any(heading for heading, _ in sections) else []
+    return SourceDocument(doc_id, text, metadata, structured)
 
 
 def _stable_id(prefix: str, key: str) -> str:
@@ -265,13 +280,9 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
             title, sections = markdown_sections(raw)
         elif raw.strip():
             sections = [("", raw)]
-    text = "\n\n".join(body for _, body in sections)
-    if not text.strip():
-        raise KnowledgeBaseError(f"{name} has no text")
     source = display_name or str(path.resolve())
     metadata = {"title": title or Path(display_name or path).stem, "source": source}
-    structured = sections if any(heading for heading, _ in sections) else []
-    return [SourceDocument(_stable_id(path.stem, source), text, metadata, structured)]
+    return [sectioned_document(_stable_id(path.stem, source), sections, metadata, name)]
 
 
 # IPv6 forms that carry an IPv4 address: NAT64 (RFC 6052) and 6to4 (RFC 3056).
@@ -395,12 +406,8 @@ def load_url(
     deadline = get_settings().url_fetch_deadline_s
     content_type, raw = fetch_url(url, allow_private, max_bytes, deadline)
     title, sections = html_sections(raw) if "html" in content_type else ("", [("", raw)])
-    text = "\n\n".join(body for _, body in sections)
-    if not text.strip():
-        raise KnowledgeBaseError(f"{url} has no text")
-    structured = sections if any(heading for heading, _ in sections) else []
     metadata = {"title": title or url, "source": url}
-    return [SourceDocument(_stable_id("url", url), text, metadata, structured)]
+    return [sectioned_document(_stable_id("url", url), sections, metadata, url)]
 
 
 def load_urls(

@@ -136,3 +136,13 @@ def test_chunks_carry_their_section_and_never_straddle_two(tmp_path, isolated_da
     (hit,) = kb.search("What is a thread in LangGraph persistence?", 1)
     assert hit.metadata["section"] == "Persistence in LangGraph › Threads"
     assert "unique ID" in hit.page_content and "built-in persistence" not in hit.page_content
+
+
+def test_without_a_title_the_first_top_heading_names_the_page(tmp_path):
+    page = write(
+        tmp_path / "notes.html",
+        "<h1>First</h1><p>One.</p><h2>Inner</h2><p>Two.</p><h1>Second</h1><p>Three.</p>",
+    )
+    (doc,) = load_path(page)
+    assert doc.metadata["title"] == "First"
+    assert doc.sections[-1] == ("Second", "Three.")
