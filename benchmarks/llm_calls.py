@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import sys
@@ -65,14 +66,14 @@ class MirrorChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
 
 
-_local: dict[str, Any] = {}
-
-
+@functools.cache
 def _judge() -> LocalJudge:
-    if "judge" not in _local:
-        _local["judge"] = LocalJudge(get_embeddings())
-        _local["generator"] = ExtractiveGenerator(get_embeddings())
-    return _local["judge"]
+    return LocalJudge(get_embeddings())
+
+
+@functools.cache
+def _generator() -> ExtractiveGenerator:
+    return ExtractiveGenerator(get_embeddings())
 
 
 async def _mirror_reply(prompt: str) -> str | dict[str, Any]:
@@ -103,7 +104,7 @@ async def _mirror_reply(prompt: str) -> str | dict[str, Any]:
         return {"binary_score": "yes" if usefulness.useful else "no"}
     if prompt.startswith("You answer questions"):
         context = _passages(_between(prompt, "Context:\n", "\n\nQuestion: "))
-        answer = await _local["generator"].generate(question, context)
+        answer = await _generator().generate(question, context)
         cited = " ".join(f"[{n}]" for n, d in enumerate(context, 1) if d.id in answer.used_ids)
         return f"{answer.text} {answer.quote} {cited}".strip()
     if prompt.startswith("Rewrite the question"):
