@@ -97,14 +97,6 @@ class ThreadCreate(BaseModel):
         return value
 
 
-def plain_metadata_keys(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Metadata filters become JSON paths: a key must be non-empty and hold no quote."""
-    for key in value or {}:
-        if not key or '"' in key:
-            raise ValueError(f"metadata keys must be non-empty and without quotes: {key!r}")
-    return value
-
-
 class ThreadUpdate(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     model_config = {"extra": "allow"}
@@ -124,8 +116,6 @@ class ThreadCount(BaseModel):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     model_config = {"extra": "allow"}
-
-    _plain_keys = field_validator("metadata")(plain_metadata_keys)
 
 
 class ThreadSearch(ThreadCount):

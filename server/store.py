@@ -70,12 +70,26 @@ def _thread_filter(
     if status:
         where += " AND status=?"
         params.append(status)
-    for key, value in (metadata or {}).items():
-        # A quoted path member takes any key but an empty one or one with a quote, which
-        # the API refuses before this point.
-        where += " AND json_extract(metadata, ?) IS json_extract(?, '$')"
-        params += [f'$."{key}"', json.dumps(value)]
+    if metadata:
+        # A Python function, not JSON paths: SQLite's paths cannot name every key (quotes,
+        # NUL) and its json_each cuts keys at NUL, so any key a thread can hold is matched.
+        where += " AND metadata_contains(metadata, ?)"
+        params.append(json.dumps(metadata))
     return where, params
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def metadata_contains(stored: str, wanted: str) -> bool:
+    """Whether every key of ``wanted`` is in ``stored`` with an equal JSON value (``true``
+    is not ``1``, as it would be to Python's ``==``)."""
+    stored_items, wanted_items = json.loads(stored), json.loads(wanted)
+    return all(
+        key in stored_items and _canonical(stored_items[key]) == _canonical(value)
+        for key, value in wanted_items.items()
+    )
 
 
 def graph_thread_of(owner: str, thread_id: str) -> str:
@@ -109,6 +123,7 @@ class ServiceStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = await aiosqlite.connect(path)
         db.row_factory = aiosqlite.Row
+        await db.create_function("metadata_contains", 2, metadata_contains, deterministic=True)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
         await _migrate_unscoped_threads(db)

@@ -368,7 +368,7 @@ JSON = {"content-type": "application/json"}
             },
             422,
         ),
-        ("post", "/threads/search", {"json": {"metadata": {"": 1}}}, 422),
+        ("post", "/threads/search", {"json": {"metadata": []}}, 422),
         ("post", "/threads/search", {"json": {"offset": 10**30}}, 422),
         ("post", "/assistants/search", {"json": {"offset": 10**30}}, 422),
     ],

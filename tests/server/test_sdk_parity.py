@@ -25,6 +25,20 @@ async def test_counts_and_thread_updates(base_url):
     assert await client.threads.count(metadata={"stage": "review"}) == 1
 
 
+async def test_metadata_filters_match_any_key_and_exact_json_types(base_url):
+    client = get_client(url=base_url)
+    odd_keys = {'say "hi"': 1, "nul\u0000byte": [True], "": {"b": 2, "a": 1}, "flag": True}
+    await client.threads.create(metadata=odd_keys)
+    for key, value in odd_keys.items():
+        assert await client.threads.search(metadata={key: value}, limit=5)
+        assert await client.threads.count(metadata={key: value}) == 1
+    assert await client.threads.count(metadata={"": {"a": 1, "b": 2}}) == 1
+    # JSON types are kept apart: true is not 1, and a key prefix before NUL is another key.
+    assert await client.threads.count(metadata={"flag": 1}) == 0
+    assert await client.threads.count(metadata={"nul": [True]}) == 0
+    assert await client.threads.count(metadata={"flag": True, "absent": None}) == 0
+
+
 async def test_graph_xray_and_subgraph_schemas(base_url):
     client = get_client(url=base_url)
     flat = await client.assistants.get_graph("adaptive")
