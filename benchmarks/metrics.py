@@ -21,9 +21,16 @@ def _strip_punctuation(text: str) -> str:
     )
 
 
+def _language(text: str, lang: str | None) -> str:
+    """"zh" for any Chinese tag ("zh", "zh-Hant", "zh-CN"), else "en"; guessed when unset."""
+    if lang is None:
+        return "zh" if is_chinese(text) else "en"
+    return "zh" if lang.lower().split("-")[0] == "zh" else "en"
+
+
 def normalize(text: str, lang: str | None = None) -> str:
     """SQuAD normalisation for English; for Chinese, punctuation and spaces removed."""
-    lang = lang or ("zh" if is_chinese(text) else "en")
+    lang = _language(text, lang)
     text = _strip_punctuation(unicodedata.normalize("NFKC", text).lower())
     if lang == "zh":
         return "".join(text.split())
@@ -32,7 +39,7 @@ def normalize(text: str, lang: str | None = None) -> str:
 
 def tokens(text: str, lang: str | None = None) -> list[str]:
     """Word tokens for English, characters for Chinese (CJK runs inside English split too)."""
-    lang = lang or ("zh" if is_chinese(text) else "en")
+    lang = _language(text, lang)
     normalized = normalize(text, lang)
     if lang == "zh":
         return list(normalized)
@@ -62,7 +69,7 @@ def contains_answer(prediction: str, golds: Sequence[str], lang: str | None = No
     pred = normalize(prediction, lang)
     if not pred:
         return 0.0
-    if lang != "zh" and not is_chinese(prediction):
+    if _language(prediction, lang) != "zh" and not is_chinese(prediction):
         pred = f" {pred} "
         return float(any(f" {normalize(g, lang)} " in pred for g in golds if normalize(g, lang)))
     return float(any(normalize(g, lang) in pred for g in golds if normalize(g, lang)))

@@ -18,6 +18,9 @@ def test_chinese_normalisation_is_character_level():
     assert metrics.token_f1("他在1943年去世", ["1943年"], "zh") == pytest.approx(
         2 * (5 / 9) / (5 / 9 + 1)
     )
+    # DRCD's rows are tagged zh-Hant: still characters, not one whitespace token.
+    assert metrics.token_f1("聖母院", ["聖母院博物館"], "zh-Hant") == pytest.approx(2 / 3)
+    assert metrics.exact_match("1909年。", ["1909年"], "zh-Hant") == 1.0
 
 
 def test_f1_takes_the_best_gold_and_handles_empty_answers():
