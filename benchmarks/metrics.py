@@ -22,7 +22,7 @@ def _strip_punctuation(text: str) -> str:
 
 
 def _language(text: str, lang: str | None) -> str:
-    """"zh" for any Chinese tag ("zh", "zh-Hant", "zh-CN"), else "en"; guessed when unset."""
+    """Chinese ("zh") for any zh tag (zh, zh-Hant, zh-CN), else "en"; guessed when unset."""
     if lang is None:
         return "zh" if is_chinese(text) else "en"
     return "zh" if lang.lower().split("-")[0] == "zh" else "en"

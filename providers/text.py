@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 import jieba
+import opencc
 import tiktoken
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -170,6 +171,30 @@ def _normalise_english(word: str) -> str:
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
         return word[:-1]
     return word
+
+
+_TO_SIMPLIFIED = opencc.OpenCC("t2s")
+_TO_SIMPLIFIED_LOCK = threading.Lock()
+
+
+def simplified(text: str) -> str:
+    """Traditional Chinese characters as Simplified (OpenCC), character for character: jieba's
+    dictionary is Simplified and cuts Traditional text badly (馬/其頓/共和/國舉行 for 马其顿共和国/
+    举行). Unchanged when a conversion would change the length, so positions stay valid."""
+    if not _CJK_RE.search(text):
+        return text
+    with _TO_SIMPLIFIED_LOCK:
+        converted = _TO_SIMPLIFIED.convert(text)
+    return converted if len(converted) == len(text) else text
+
+
+def segment(text: str) -> list[tuple[str, int, int]]:
+    """Words of a Chinese text as (simplified word, start, end) in ``text``."""
+    found, position = [], 0
+    for word in jieba.cut(simplified(text)):
+        found.append((word, position, position + len(word)))
+        position += len(word)
+    return found
 
 
 def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -> list[str]:

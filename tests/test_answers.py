@@ -26,6 +26,9 @@ from reflexrag.providers.text import join_terms, split_sentences
         ("特斯拉哪一年去世？", "date"),
         ("什么是自我反思检索增强？", "description"),
         ("印歐語系因為哪一門語言而被發現？", "thing"),
+        # 因為什麼 is "because of what", not 為什麼 ("why").
+        ("多倫多因為什麼東西而掀起移民潮？", "thing"),
+        ("這座橋是西元幾年建成的？", "date"),
     ],
 )
 def test_the_main_question_word_decides_what_is_asked(question, kind):
@@ -52,10 +55,37 @@ def test_the_main_question_word_decides_what_is_asked(question, kind):
         ),
         ("印歐語系因為哪一門語言而被發現？", "印歐語系是因為梵語而被發現的。", "梵語"),
         ("特斯拉哪一年去世？", "特斯拉于1943年在纽约去世。", "1943年"),
+        # "Which year" wants the year of a full date.
+        ("這座橋是西元幾年建成的？", "這座橋於1937年5月27日建成。", "1937年"),
+        ("What year did Tesla die?", "Nikola Tesla died on 7 January 1943 in New York.", "1943"),
+        # Traditional Chinese is segmented as well as Simplified; the noun asked about
+        # ("which museum") ends the answer, and the answer stands where the question word
+        # stands (具有[什麼特色]的機車).
+        (
+            "哪一個博物館收藏了這批古代手稿？",
+            "這批古代手稿現由臺北的歷史博物館收藏。",
+            "歷史博物館",
+        ),
+        (
+            "具有什麼特色的機車成為當時的潮流？",
+            "具有大型整流罩的機車成為當時的潮流。",
+            "大型整流罩",
+        ),
+        ("多倫多因為什麼東西而掀起移民潮？", "十九世紀修築的鐵路為多倫多帶來一股移民潮。", "鐵路"),
+        ("誰發明了電話？", "1876年，亞歷山大·貝爾發明了電話。", "亞歷山大·貝爾"),
     ],
 )
 def test_the_answer_is_the_span_that_answers(question, sentence, span):
     assert answer_span(question, sentence).text == span
+
+
+def test_an_english_phrase_without_a_name_or_number_is_answered_with_its_sentence():
+    sentence = (
+        "We propose that replication in the lungs breaks down the vessels, letting the virus "
+        "spread across the body."
+    )
+    question = "What could account for the spread of the virus across the body?"
+    assert answer_span(question, sentence).text == sentence
 
 
 def test_a_why_question_gets_the_whole_sentence():

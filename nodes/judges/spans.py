@@ -14,9 +14,16 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import jieba
+from jieba import posseg
 
-from reflexrag.providers.text import ENGLISH_STOPWORDS, is_chinese, terms
+from reflexrag.providers.text import (
+    CHINESE_STOPWORDS,
+    ENGLISH_STOPWORDS,
+    is_chinese,
+    segment,
+    simplified,
+    terms,
+)
 
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
@@ -61,6 +68,7 @@ _ZH_KINDS = (
         "date",
         re.compile(
             r"哪一?年|何年|何時|何时|什麼時候|什么时候|哪一?天|幾月|几月|日期|年份|哪一?個朝代"
+            r"|(?:西元|公元|民國|民国)[幾几]年"
         ),
     ),
     ("number", re.compile(r"多少|幾|几|多大|多長|多长|多高|多遠|多远|多久")),
@@ -74,7 +82,10 @@ _ZH_KINDS = (
     (
         "description",
         re.compile(
-            r"為什麼|为什么|為何|为何|如何|怎樣|怎样|怎麼|怎么|原因|^什[么麼]是|是什[么麼][？?]?$"
+            # 為 after 因/作/成/稱/認 belongs to that word: 因為什麼東西 is "because of what
+            # thing", not "why".
+            r"(?<![因作成稱称認认])(?:為什麼|为什么|為何|为何)|如何|怎樣|怎样|怎麼|怎么|原因"
+            r"|^什[么麼]是|是什[么麼][？?]?$"
             r"|介[绍紹]|解[释釋]|做了什[么麼]|有什[么麼](?:特[点點]|作用|用[处處]|意[义義])"
         ),
     ),
@@ -124,12 +135,13 @@ class Focus:
 @lru_cache(maxsize=2048)
 def question_focus(question: str) -> Focus:
     """The kind of answer the question's main question word asks for."""
-    question_terms = frozenset(terms(question, for_search=False))
     if is_chinese(question):
+        question_terms = frozenset(terms(simplified(question), for_search=False))
         for kind, pattern in _ZH_KINDS:
             if pattern.search(question):
                 return Focus(kind, question_terms)
         return Focus("thing", question_terms)
+    question_terms = frozenset(terms(question, for_search=False))
     if _NUMBER_Q_RE.search(question):
         return Focus("number", question_terms)
     if _DATE_NOUN_RE.search(question):
@@ -180,13 +192,10 @@ class Span:
 
 
 def _tokens(sentence: str) -> list[tuple[str, int, int]]:
-    """(token, start, end): jieba words for Chinese, words and punctuation for English."""
+    """(token, start, end): jieba words (Simplified) for Chinese, words and punctuation for
+    English."""
     if is_chinese(sentence):
-        found, position = [], 0
-        for word in jieba.cut(sentence):
-            found.append((word, position, position + len(word)))
-            position += len(word)
-        return found
+        return segment(sentence)
     return [
         (m.group(0), m.start(), m.end()) for m in re.finditer(r"[\w'’%$€£.-]+|[^\w\s]", sentence)
     ]
@@ -195,8 +204,13 @@ def _tokens(sentence: str) -> list[tuple[str, int, int]]:
 def _in_question(token: str, question_terms: frozenset[str], chinese: bool) -> bool:
     lowered = token.lower()
     if chinese:
+        # Part of a longer word counts, but a single character does not: 手 of 南山手 is not
+        # in 東山手.
         return lowered in question_terms or (
-            len(lowered) > 1 and any(lowered in term or term in lowered for term in question_terms)
+            len(lowered) > 1
+            and any(
+                lowered in term or (len(term) > 1 and term in lowered) for term in question_terms
+            )
         )
     folded = terms(lowered, keep_stopwords=True, for_search=False)
     return bool(folded) and all(word in question_terms for word in folded)
@@ -225,13 +239,185 @@ def _is_filler(token: str, chinese: bool) -> bool:
     return token.lower() in ENGLISH_STOPWORDS
 
 
+# Part-of-speech tags (jieba's ICTCLAS set) that cannot begin or end a Chinese noun phrase
+# answer: verbs, adverbs, prepositions, conjunctions, particles, pronouns, directions.
+_NOT_NOMINAL = re.compile(r"^(?:v|d|p|c|u|r|y|e|o|f|z)")
+_WH_TOKEN_RE = re.compile(r"^(?:什么|哪|谁|何|几|多少)")
+_CLASSIFIER_TAGS = ("m", "q", "r")
+# Tags of words that can head an answer (nouns, names, places, times, abbreviations, idioms,
+# foreign words); a phrase without one ("一部", "平均") names nothing.
+_NOUN_TAGS = ("n", "t", "s", "j", "l", "i", "eng", "vn", "an")
+_MODIFIER_TAGS = ("m", "q", "a", "b")
+_PUNCTUATION_RE = re.compile(r"[\W_]+")
+_ZH_KIND_TAGS = {"person": ("nr",), "place": ("ns",)}
+
+
+@dataclass(frozen=True)
+class _ChineseQuestion:
+    words: frozenset[str]
+    """Content words of the question (Simplified)."""
+    head: str | None
+    """The noun the question word asks about: 博物馆 in 哪一个博物馆."""
+    before: str | None
+    """The content word right before the question word (具有 in 具有什么特色)."""
+    after: str | None
+    """The content word right after the question phrase."""
+
+
+def _tagged(text: str) -> list[tuple[str, str, int, int]]:
+    """(word, part of speech, start, end): jieba on the Simplified form of ``text``."""
+    found, position = [], 0
+    for pair in posseg.cut(simplified(text)):
+        found.append((pair.word, pair.flag, position, position + len(pair.word)))
+        position += len(pair.word)
+    return found
+
+
+def _content(word: str, flag: str) -> bool:
+    return (
+        not _PUNCTUATION_RE.fullmatch(word)
+        and word not in CHINESE_STOPWORDS
+        and not flag.startswith(("u", "p", "c", "y", "x"))
+    )
+
+
+@lru_cache(maxsize=1024)
+def _chinese_question(question: str) -> _ChineseQuestion:
+    tokens = _tagged(question)
+    words = frozenset(w for w, f, _, _ in tokens if _content(w, f) and not _WH_TOKEN_RE.match(w))
+    wh = next((i for i, (w, _, _, _) in enumerate(tokens) if _WH_TOKEN_RE.match(w)), None)
+    if wh is None:
+        return _ChineseQuestion(words, None, None, None)
+    after_wh = wh + 1
+    while after_wh < len(tokens) and tokens[after_wh][1].startswith(_CLASSIFIER_TAGS):
+        after_wh += 1  # 哪/一个/博物馆: skip the classifier
+    head = None
+    if after_wh < len(tokens) and tokens[after_wh][1].startswith("n"):
+        head = tokens[after_wh][0]
+        after_wh += 1
+    before = next(
+        (w for w, f, _, _ in reversed(tokens[:wh]) if _content(w, f) and w in words), None
+    )
+    after = next((w for w, f, _, _ in tokens[after_wh:] if _content(w, f) and w in words), None)
+    return _ChineseQuestion(words, head, before, after)
+
+
+def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
+    """The noun phrase of a Chinese sentence that answers "which/what N" or "who": a run of
+    nominal words the question does not contain, scored by how many of the question's words
+    sit close around it (the sliding window of reading-comprehension baselines), whether the
+    noun asked about follows it (哪一个博物馆 → 圣母院[博物馆]), whether it stands where the
+    question word stands (具有[什么特色]的机车 → 具有[大型整流罩]的机车), and whether it is a
+    name of the kind asked for."""
+    asked = _chinese_question(question)
+    tokens = _tagged(sentence)
+    if not tokens or not asked.words:
+        return None
+
+    def in_question(word: str) -> bool:
+        return word in asked.words or (
+            len(word) > 1 and any(word in term for term in asked.words if len(term) > 1)
+        )
+
+    inside = [in_question(w) for w, _, _, _ in tokens]
+    positions: dict[str, list[int]] = {}
+    for i, (word, _, _, _) in enumerate(tokens):
+        if inside[i]:
+            positions.setdefault(word, []).append(i)
+    if not positions:
+        return None
+    weight = {word: min(len(word), 4) for word in positions}
+    total = sum(min(len(word), 4) for word in asked.words)
+
+    def support(first: int, last: int) -> float:
+        """Question words within eight tokens of the phrase, nearer ones counting more."""
+        near = 0.0
+        for word, places in positions.items():
+            gap = min(min(abs(p - first), abs(p - last)) for p in places)
+            near += weight[word] * max(0.0, 1 - (gap - 1) / 8)
+        return near / total
+
+    def neighbour(index: int, step: int) -> str | None:
+        while 0 <= index < len(tokens):
+            word, flag, _, _ = tokens[index]
+            if _PUNCTUATION_RE.fullmatch(word):
+                return None
+            if _content(word, flag):
+                return word
+            index += step
+        return None
+
+    best: Span | None = None
+    i = 0
+    while i < len(tokens):
+        if inside[i] or _NOT_NOMINAL.match(tokens[i][1]) or _PUNCTUATION_RE.fullmatch(tokens[i][0]):
+            i += 1
+            continue
+        first = i
+        while (
+            i + 1 < len(tokens)
+            and not inside[i + 1]
+            and (not _PUNCTUATION_RE.fullmatch(tokens[i + 1][0]) or tokens[i + 1][0] == "·")
+            and tokens[i + 1][0] not in CHINESE_STOPWORDS
+        ):
+            i += 1
+        last = i
+        i += 1
+        while last > first and (
+            _NOT_NOMINAL.match(tokens[last][1]) or tokens[last][1].startswith(_MODIFIER_TAGS)
+        ):
+            last -= 1
+        if not any(tokens[k][1].startswith(_NOUN_TAGS) for k in range(first, last + 1)):
+            continue
+        end = last
+        score = 0.35 + 0.4 * support(first, last)
+        if asked.head and (
+            tokens[last][0].endswith(asked.head)
+            or (last + 1 < len(tokens) and tokens[last + 1][0] == asked.head)
+        ):
+            score += 0.2
+            if not tokens[last][0].endswith(asked.head):
+                end = last + 1  # the phrase names the thing with the noun asked about
+        if asked.before and neighbour(first - 1, -1) == asked.before:
+            score += 0.1
+        if asked.after and neighbour(end + 1, 1) == asked.after:
+            score += 0.1
+        tags = _ZH_KIND_TAGS.get(kind)
+        if tags:
+            named = any(tokens[k][1].startswith(tags) for k in range(first, last + 1))
+            score += 0.15 if named else -0.2
+        score -= 0.03 * max(0, tokens[end][3] - tokens[first][2] - 8)
+        if best is None or score > best.score:
+            best = Span(sentence[tokens[first][2] : tokens[end][3]], round(min(1.0, score), 4))
+    return best
+
+
+_YEAR_Q_RE = re.compile(
+    r"哪一?年|何年|[幾几]年|年份|\b(?:what|which|in what|in which) year\b", re.IGNORECASE
+)
+_YEAR_RE = re.compile(r"(?:公元前?|西元前?)?\d{3,4}\s*年|\b(?:1[0-9]|20)\d{2}\b")
+
+
 def answer_span(question: str, sentence: str) -> Span:
     """The words of ``sentence`` that answer ``question`` (the sentence itself when the
     question wants an explanation or nothing shorter fits)."""
     focus = question_focus(question)
     if not focus.short:
         return Span(sentence, 0.5)
+    span = _short_span(question, sentence, focus)
+    # "Which year": the year of a full date.
+    asks_year = focus.kind == "date" and _YEAR_Q_RE.search(question)
+    if asks_year and (year := _YEAR_RE.search(span.text)):
+        return Span(year.group(0), span.score)
+    return span
+
+
+def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     chinese = is_chinese(sentence)
+    if chinese and focus.kind in ("person", "place", "thing") and is_chinese(question):
+        phrase = _chinese_phrase(question, sentence, focus.kind)
+        if phrase is not None:
+            return phrase
     tokens = _tokens(sentence)
     inside = [_in_question(token, focus.terms, chinese) for token, _, _ in tokens]
     anchors = [i for i, hit in enumerate(inside) if hit]
@@ -293,4 +479,14 @@ def answer_span(question: str, sentence: str) -> Span:
         return Span(sentence, 0.0)
     score, first, last = max(candidates, key=lambda c: (c[0], -(c[2] - c[1])))
     text = sentence[tokens[first][1] : tokens[last][2]].strip(" ,;:")
-    return Span(text or sentence, max(0.0, min(1.0, score)))
+    score = max(0.0, min(1.0, score))
+    if (
+        not chinese
+        and focus.kind in ("person", "place", "thing")
+        and not (names_in(text) or re.search(r"\d", text))
+    ):
+        # English words by the question's words, with no name or number among them, are a
+        # guess at where a phrase ends: the sentence answers better ("What could account
+        # for…" wants a clause, not its first word).
+        return Span(sentence, score)
+    return Span(text or sentence, score)
