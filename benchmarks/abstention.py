@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-THRESHOLDS = (0.0, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 1.0)
+THRESHOLDS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 1.0)
 
 
 def past_the_judges(record: dict[str, Any]) -> bool:

@@ -25,6 +25,20 @@ async def test_relevance_separates_a_relevant_from_an_unrelated_document():
     assert relevant.relevant and not unrelated.relevant
 
 
+async def test_a_passage_holding_one_clause_of_a_multi_part_question_is_relevant():
+    judge = LocalJudge(get_embeddings())
+    question = (
+        "Which city, the capital and most populous city of France, "
+        "was the place where the inventor who died on 7 January 1943 had worked as a young man?"
+    )
+    whole_only = LocalJudge(get_embeddings())
+    whole_only.scorer.by_clause = False
+    [by_clause] = await judge.grade_documents(question, [PARIS])
+    [whole] = await whole_only.grade_documents(question, [PARIS])
+    assert by_clause.score > whole.score
+    assert by_clause.relevant
+
+
 async def test_extractive_answer_quotes_the_best_sentence_with_its_source():
     answer = await ExtractiveGenerator(get_embeddings()).generate(
         "What year did Tesla die?", [TESLA, PARIS]
