@@ -2,7 +2,8 @@
 
 Synthetic chunks (Zipf-distributed words) with deterministic pseudo-random 384-d vectors go
 through the project's own :class:`KnowledgeBase` (embedded Chroma + the SQLite keyword index),
-so the numbers are the store's and the index's, not the encoder's.
+so the numbers are the store's and the index's, not the encoder's. With bm25s installed, the
+same chunks and queries through it are printed beside them as the library peer.
 
     python -m reflexrag.benchmarks.scale --sizes 1000,10000,100000
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import resource
 import statistics
 import sys
 import tempfile
@@ -80,6 +82,10 @@ def measure(size: int, directory: Path) -> dict[str, str]:
     began = time.perf_counter()
     kb.add([extra])
     add_one_s = time.perf_counter() - began
+    (changed,) = synthetic_documents(1, seed=98, start=size // 2)
+    began = time.perf_counter()
+    kb.add([changed])  # same id as a stored document, new text: unindex, delete, store, index
+    replace_one_s = time.perf_counter() - began
     began = time.perf_counter()
     KnowledgeBase("scale", _client(str(directory)), embeddings, directory / "lexical.sqlite")
     reopen_s = time.perf_counter() - began
@@ -91,8 +97,36 @@ def measure(size: int, directory: Path) -> dict[str, str]:
         "bm25 p50 / p95 ms": _ms(latency["bm25"]),
         "hybrid p50 / p95 ms": _ms(latency["hybrid"]),
         "add one document": f"{add_one_s * 1000:.0f} ms",
+        "replace one document": f"{replace_one_s * 1000:.0f} ms",
         "open (reconcile)": f"{reopen_s * 1000:.0f} ms",
         "disk": f"{disk / 1e6:.0f} MB",
+        "peak RSS": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB",
+        **bm25s_peer(documents, queries),
+    }
+
+
+def bm25s_peer(documents: list[SourceDocument], queries: list[str]) -> dict[str, str]:
+    """The same chunks and queries through bm25s (in memory, rebuilt to add a document), when
+    it is installed (``pip install bm25s``)."""
+    try:
+        import bm25s
+    except ImportError:
+        return {"bm25s query p50 / p95 ms": "–", "bm25s index (add one = rebuild)": "–"}
+    texts = [doc.text for doc in documents]
+    began = time.perf_counter()
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
+    index_s = time.perf_counter() - began
+    samples = []
+    for query in queries:
+        began = time.perf_counter()
+        retriever.retrieve(
+            bm25s.tokenize([query], stopwords=None, show_progress=False), k=4, show_progress=False
+        )
+        samples.append(time.perf_counter() - began)
+    return {
+        "bm25s query p50 / p95 ms": _ms(samples),
+        "bm25s index (add one = rebuild)": f"{index_s:.1f} s",
     }
 
 

@@ -57,6 +57,46 @@ def test_bm25_scores_match_the_textbook_formula(tmp_path):
     assert chunk_id == "a" and score == pytest.approx(expected)
 
 
+def test_removing_a_chunk_drops_only_its_postings_and_merged_blobs_score_alike(
+    tmp_path, monkeypatch
+):
+    from reflexrag.providers import lexical
+
+    monkeypatch.setattr(lexical, "MAX_BLOCKS", 2)
+    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+    for n in range(5):  # five write batches: the term "heron" is merged past two blobs
+        index.add({f"c{n}": (f"d{n}", "heron " * (n + 1) + "pond")})
+    blobs = index._db.execute("SELECT COUNT(*) FROM lexical_blocks WHERE term='heron'").fetchone()[
+        0
+    ]
+    assert blobs <= 2
+    assert [chunk for chunk, _ in index.search("heron", 5)] == ["c4", "c3", "c2", "c1", "c0"]
+    index.remove_documents(["d3"])
+    assert [chunk for chunk, _ in index.search("heron", 5)] == ["c4", "c2", "c1", "c0"]
+    assert index.chunk_count() == 4
+
+
+def test_an_index_from_an_older_version_is_rebuilt_from_the_store(tmp_path):
+    import sqlite3
+
+    from reflexrag.providers import lexical
+    from reflexrag.providers.knowledge_base import open_knowledge_base
+
+    kb = open_knowledge_base("kb", tmp_path)
+    kb.add([SourceDocument("crag", "A retrieval evaluator grades documents.", {"title": "CRAG"})])
+    path = str((tmp_path / "lexical.sqlite").resolve())
+    lexical._connections.pop(path)[0].close()
+    with sqlite3.connect(path) as old:  # the version 1 layout: one row per posting
+        old.executescript(
+            "DROP TABLE lexical_blocks; DROP TABLE lexical_chunks; DROP TABLE lexical_stats;"
+            "CREATE TABLE lexical_postings (kb, term, chunk_id, tf, length);"
+            "CREATE TABLE lexical_chunks (kb, chunk_id, doc_id, length);"
+            "PRAGMA user_version=0;"
+        )
+    reopened = open_knowledge_base("kb", tmp_path)
+    assert reopened.search("retrieval evaluator", 1, "bm25")[0].metadata["doc_id"] == "crag"
+
+
 def test_knowledge_base_modes_and_index_maintenance():
     kb = get_knowledge_base("bm25-modes")
     kb.add(
