@@ -268,6 +268,14 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
     )
 
 
+def _set_total(bar: Any) -> Any:
+    def planned(chunks: int) -> None:
+        bar.total = chunks
+        bar.refresh()
+
+    return planned
+
+
 async def run_eval(
     qa_path: Path,
     corpus_path: Path,
@@ -294,13 +302,12 @@ async def run_eval(
         for name, documents in ((CORPUS_KB, corpus), (WEB_KB, web)):
             kb = open_knowledge_base(name, Path(tmp))
             with tqdm(
-                total=len(documents),
                 desc=f"ingest {name}",
-                unit="doc",
+                unit="chunk",
                 file=sys.stderr,
                 disable=not progress or not documents,
             ) as bar:
-                kb.add(documents, progress=bar.update)
+                kb.add(documents, progress=bar.update, planned=_set_total(bar))
             attach_knowledge_base(kb)
         semaphore = asyncio.Semaphore(max(1, concurrency))
         bar = tqdm(

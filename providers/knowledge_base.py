@@ -45,6 +45,8 @@ Fusion = Literal["score", "rrf"]
 HYBRID_COSINE_WEIGHT = 0.7
 WRITE_BATCH = 1000
 """Chunks per write to the vector store (Chroma refuses batches over ~5,461)."""
+EMBED_SLICE = 64
+"""Chunks per call to the encoder, between progress reports (the encoder batches by 16)."""
 
 
 class KnowledgeBaseError(ValueError):
@@ -111,6 +113,8 @@ class _WriteBatch:
     """Chunks of several documents, written to the store and the index together."""
 
     doc_ids: list[str] = field(default_factory=list)
+    replaces: list[str] = field(default_factory=list)
+    """Stored documents whose chunks go before this batch is written."""
     ids: list[str] = field(default_factory=list)
     chunks: list[str] = field(default_factory=list)
     titled: list[str] = field(default_factory=list)
@@ -216,44 +220,55 @@ class KnowledgeBase:
         self,
         documents: Iterable[SourceDocument],
         progress: Callable[[int], None] | None = None,
+        planned: Callable[[int], None] | None = None,
+        report: IngestReport | None = None,
     ) -> IngestReport:
         """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced.
 
-        Chunks of several documents are embedded and written together, up to ``WRITE_BATCH``
-        at a time (one encoder batch and one store transaction cost far less than one per
-        document). Each batch is written in the order that keeps the keyword index a subset
-        of the vector store: unindex and delete what is replaced, store, index."""
+        Every document is chunked first, so ``planned`` learns how many chunks there are to
+        embed, then ``progress`` how many more are embedded, ``EMBED_SLICE`` at a time.
+        Chunks of several documents are written together, up to ``WRITE_BATCH`` at a time
+        (one store transaction costs far less than one per document), each batch in the order
+        that keeps the keyword index a subset of the vector store: unindex and delete what is
+        replaced, store, index. ``report`` (filled as batches are stored) tells a caller that
+        stops the ingest midway what is already stored."""
         documents = list(documents)
         for doc in documents:
             if not doc.doc_id or not doc.text.strip():
                 raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
-        report = IngestReport()
+        report = report if report is not None else IngestReport()
         with self._write_lock:
             self.reconcile()
-            stored = self._stored_hashes([doc.doc_id for doc in documents])
-            batch = _WriteBatch()
-            for doc in documents:
-                digest = content_hash(doc.text)
-                if doc.doc_id in batch.doc_ids:
-                    self._write(batch, report, progress)  # the same id again: write the first
-                    batch = _WriteBatch()
-                if stored.get(doc.doc_id) == digest:
-                    report.unchanged_documents += 1
-                    if progress:
-                        progress(1)
-                    continue
-                if doc.doc_id in stored:  # some chunks stored, whole or cut short by a crash
-                    self._remove_document(doc.doc_id)
-                    report.replaced_documents += 1
-                else:
-                    report.added_documents += 1
-                batch.queue(doc, digest, self.chunk_tokens)
-                stored[doc.doc_id] = digest
-                if len(batch.ids) >= WRITE_BATCH:
-                    self._write(batch, report, progress)
-                    batch = _WriteBatch()
-            self._write(batch, report, progress)
+            batches = self._plan(documents, report)
+            if planned:
+                planned(sum(len(batch.ids) for batch in batches))
+            for batch in batches:
+                for doc_id in batch.replaces:
+                    self._remove_document(doc_id)
+                self._write(batch, report, progress)
         return report
+
+    def _plan(self, documents: list[SourceDocument], report: IngestReport) -> list[_WriteBatch]:
+        """The write batches for ``documents``: unchanged ones skipped, each id once a batch."""
+        stored = self._stored_hashes([doc.doc_id for doc in documents])
+        batches = [_WriteBatch()]
+        for doc in documents:
+            digest = content_hash(doc.text)
+            if doc.doc_id in batches[-1].doc_ids:
+                batches.append(_WriteBatch())  # the same id again: after the first is written
+            if stored.get(doc.doc_id) == digest:
+                report.unchanged_documents += 1
+                continue
+            if doc.doc_id in stored:  # some chunks stored, whole or cut short by a crash
+                batches[-1].replaces.append(doc.doc_id)
+                report.replaced_documents += 1
+            else:
+                report.added_documents += 1
+            batches[-1].queue(doc, digest, self.chunk_tokens)
+            stored[doc.doc_id] = digest
+            if len(batches[-1].ids) >= WRITE_BATCH:
+                batches.append(_WriteBatch())
+        return [batch for batch in batches if batch.ids or batch.replaces]
 
     def _remove_document(self, doc_id: str) -> None:
         old = self._collection.get(where={"doc_id": doc_id}, include=[])["ids"]
@@ -266,7 +281,11 @@ class KnowledgeBase:
     ) -> None:
         if not batch.ids:
             return
-        vectors = self.embeddings.embed_documents(batch.titled)
+        vectors: list[list[float]] = []
+        for start in range(0, len(batch.titled), EMBED_SLICE):
+            vectors += self.embeddings.embed_documents(batch.titled[start : start + EMBED_SLICE])
+            if progress:
+                progress(len(batch.titled[start : start + EMBED_SLICE]))
         for start in range(0, len(batch.ids), WRITE_BATCH):
             window = slice(start, start + WRITE_BATCH)
             self._collection.upsert(
@@ -285,8 +304,6 @@ class KnowledgeBase:
         )
         report.added_chunks += len(batch.ids)
         report.doc_ids.extend(batch.doc_ids)
-        if progress:
-            progress(len(batch.doc_ids))
 
     def _stored_hashes(self, doc_ids: list[str]) -> dict[str, str]:
         """Content hashes of the documents stored whole: a document whose chunks were not all

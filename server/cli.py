@@ -10,9 +10,13 @@ import asyncio
 import json
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reflexrag.providers.knowledge_base import IngestReport, KnowledgeBase, SourceDocument
 
 # Chroma and LangSmith would otherwise try to phone home on an offline machine.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -179,15 +183,59 @@ async def _ask(args: argparse.Namespace) -> int:
 def _seed_sample_kb(name: str) -> None:
     """First use: embed the bundled sample documents into the default knowledge base, saying
     so at once (it takes a while on a slow machine) instead of sitting silent."""
-    from tqdm import tqdm
 
     from reflexrag.providers.knowledge_base import get_knowledge_base
     from reflexrag.providers.loaders import sample_kb_documents
 
     print(f"First use: adding the bundled sample documents to {name!r}…", file=sys.stderr)
-    documents = sample_kb_documents()
-    with tqdm(total=len(documents), desc="sample KB", unit="doc", file=sys.stderr) as bar:
-        get_knowledge_base(name).add(documents, progress=bar.update)
+    _add_with_progress(get_knowledge_base(name), sample_kb_documents(), "sample KB")
+
+
+def _add_with_progress(
+    kb: KnowledgeBase, documents: list[SourceDocument], desc: str, quiet: bool = False
+) -> IngestReport:
+    """``kb.add`` with a progress bar in chunks (rate, ETA). The work runs in a thread so that
+    Ctrl-C is heard at once, not after the encoder's current batch: it says what is stored
+    and how to resume, and exits 130 (stopping mid-write is as safe as a crash: the next
+    ingest repairs and completes it)."""
+    from tqdm import tqdm
+
+    from reflexrag.providers.knowledge_base import IngestReport
+
+    report = IngestReport()
+    outcome: dict[str, Any] = {}
+    with tqdm(desc=desc, unit="chunk", file=sys.stderr, disable=quiet) as bar:
+
+        def planned(chunks: int) -> None:
+            bar.total = chunks
+            bar.refresh()
+
+        def work() -> None:
+            try:
+                kb.add(documents, progress=bar.update, planned=planned, report=report)
+            except BaseException as exc:  # re-raised in the main thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=work, name="ingest", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except KeyboardInterrupt:
+            bar.close()
+            print(
+                f"reflexrag: interrupted: {len(report.doc_ids)} documents "
+                f"({report.added_chunks} chunks) were stored in {kb.name!r} before the "
+                "interruption; run the same command again to add the rest (stored documents "
+                "are skipped)",
+                file=sys.stderr,
+                flush=True,
+            )
+            sys.stdout.flush()
+            os._exit(130)
+    if "error" in outcome:
+        raise outcome["error"]
+    return report
 
 
 def _prompt(question: str) -> str | None:
@@ -200,7 +248,6 @@ def _prompt(question: str) -> str | None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
 
     from reflexrag.providers.knowledge_base import (
         exclusive_writer,
@@ -219,14 +266,7 @@ def _ingest(args: argparse.Namespace) -> int:
     documents += sample_kb_documents() if args.sample else []
     with exclusive_writer(settings.data_dir, "reflexrag ingest"):
         kb = get_knowledge_base(args.kb)
-        with tqdm(
-            total=len(documents),
-            desc=f"ingest → {kb.name}",
-            unit="doc",
-            file=sys.stderr,
-            disable=args.quiet,
-        ) as bar:
-            report = kb.add(documents, progress=bar.update)
+        report = _add_with_progress(kb, documents, f"ingest → {kb.name}", args.quiet)
     print(
         f"{kb.name}: {report.added_documents} added, {report.replaced_documents} replaced, "
         f"{report.unchanged_documents} unchanged ({report.added_chunks} new chunks; "

@@ -178,3 +178,58 @@ def test_kb_lists_and_deletes_knowledge_bases(tmp_path, capsys):
     assert capsys.readouterr().out == "deleted to-delete\n"
     main(["kb", "list"])
     assert "to-delete" not in capsys.readouterr().out
+
+
+def test_ingest_plans_in_chunks_and_reports_progress_as_they_are_embedded():
+    from reflexrag.providers.knowledge_base import EMBED_SLICE, SourceDocument
+
+    docs = [
+        SourceDocument(f"d{n}", f"Note {n} is about topic {n}.") for n in range(EMBED_SLICE + 6)
+    ]
+    kb = get_knowledge_base("progress-test")
+    planned, progressed = [], []
+    report = kb.add(docs, progress=progressed.append, planned=planned.append)
+    assert planned == [len(docs)] and sum(progressed) == len(docs)
+    assert progressed == [EMBED_SLICE, 6], "one report per encoder slice"
+    assert len(report.doc_ids) == len(docs) and report.added_chunks == len(docs)
+    assert kb.add(docs, planned=planned.append).unchanged_documents == len(docs)
+    assert planned[-1] == 0
+
+
+def test_ctrl_c_stops_an_ingest_says_what_is_stored_and_the_same_command_resumes(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(600):
+        write(folder / f"note{n}.txt", f"Note {n}: the storage room {n} holds box {n * 7}.")
+    env = {**os.environ, "REFLEXRAG_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "reflexrag.server.cli", "ingest", "--kb", "notes", str(folder)]
+    ingest = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+    seen = bytearray()
+    started = threading.Event()
+
+    def read() -> None:
+        while chunk := ingest.stderr.read1(4096):
+            seen.extend(chunk)
+            if re.search(rb"[1-9]\d*/600", seen):
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert started.wait(600), seen.decode(errors="replace")
+    ingest.send_signal(signal.SIGINT)
+    assert ingest.wait(120) == 130
+    reader.join(10)
+    message = seen.decode(errors="replace")
+    assert "interrupted:" in message and "run the same command again" in message
+    stored = int(re.search(r"interrupted: (\d+) documents", message).group(1))
+    assert stored < 600
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr
+    assert f"{600 - stored} added" in again.stdout and "600 chunks in total" in again.stdout
