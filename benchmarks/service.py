@@ -28,6 +28,7 @@ from reflexrag.nodes.judges.base import (
     RelevanceGrade,
     RetrievalDecision,
     UsefulnessGrade,
+    grounded_then_useful,
 )
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
@@ -50,6 +51,11 @@ class InstantJudge:
 
     async def grade_usefulness(self, question: str, answer: str):
         return UsefulnessGrade(True, 1.0)
+
+    async def grade_answer(
+        self, question: str, answer: str, documents: Sequence[Document], quote: str = ""
+    ):
+        return await grounded_then_useful(self, question, answer, documents, quote)
 
     async def rewrite_query(self, question: str, attempt: int, documents: Sequence[Document]):
         return question

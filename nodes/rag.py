@@ -7,8 +7,8 @@ returns a partial update that always includes one ``steps`` entry describing its
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
@@ -60,14 +60,28 @@ async def knowledge_base(context: Context) -> KnowledgeBase:
     return await asyncio.to_thread(_open_knowledge_base, context.kb)
 
 
-async def judge_for(context: Context) -> Judge:
+T = TypeVar("T")
+_built_before: set[tuple[str, str]] = set()
+
+
+async def _build(role: str, backend: str, factory: Callable[[Context], T], context: Context) -> T:
+    """The first judge or generator of a backend is built in a worker thread (models and
+    tokenizer files load then); later ones come from the loaded pieces in microseconds, so
+    they are built inline instead of paying a thread hop in every node."""
     await _simulated_latency()
-    return await asyncio.to_thread(get_judge, context)
+    if (role, backend) in _built_before:
+        return factory(context)
+    built = await asyncio.to_thread(factory, context)
+    _built_before.add((role, backend))
+    return built
+
+
+async def judge_for(context: Context) -> Judge:
+    return await _build("judge", context.judge_backend, get_judge, context)
 
 
 async def generator_for(context: Context) -> Generator:
-    await _simulated_latency()
-    return await asyncio.to_thread(get_generator, context)
+    return await _build("generator", context.generator_backend, get_generator, context)
 
 
 def step(node: str, summary: str) -> list[Step]:

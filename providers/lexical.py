@@ -249,18 +249,20 @@ class LexicalIndex:
                     found[term].append(blob)
             if not found:
                 return []
-            scores = np.zeros(slots)
+            scores = np.zeros(slots, dtype=np.float32)
             average_length = total_length / total or 1.0
+            # BM25 as idf·(k1+1)·tf / (tf + k1·(1-b) + k1·b·length/avg), in float32.
+            constant, per_length = K1 * (1 - B), np.float32(K1 * B / average_length)
             for blobs in found.values():
                 postings = _unpack(b"".join(blobs))
                 df = len(postings)
-                idf = np.log(1 + (total - df + 0.5) / (df + 0.5))
-                tf, length = postings[:, 1].astype(float), postings[:, 2]
-                weight = idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average_length))
+                idf = np.float32(np.log(1 + (total - df + 0.5) / (df + 0.5)) * (K1 + 1))
+                tf = postings[:, 1].astype(np.float32)
+                weight = idf * tf / (tf + constant + per_length * postings[:, 2])
                 scores += np.bincount(postings[:, 0], weights=weight, minlength=slots)
-            hits = np.flatnonzero(scores)
-            if len(hits) > k:
-                hits = hits[np.argpartition(-scores[hits], k - 1)[:k]]
+            top = min(k, slots)
+            hits = np.argpartition(-scores, top - 1)[:top]
+            hits = hits[scores[hits] > 0]
             if not len(hits):
                 return []
             # Best first; equal scores in the order the chunks were indexed.
