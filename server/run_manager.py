@@ -73,6 +73,21 @@ class RunSpec:
     interrupt_after: list[str] | Literal["*"] | None = None
     """Breakpoints: the run pauses before / after these nodes and resumes with no input."""
 
+    def kwargs(self) -> dict[str, Any]:
+        """What the run was asked to do, as LangGraph Server reports it on a run."""
+        return {
+            "input": self.input,
+            "command": self.command,
+            "context": {
+                name: getattr(self.context, name) for name in self.context.__dataclass_fields__
+            },
+            "stream_mode": self.stream_modes,
+            "checkpoint_id": self.checkpoint_id,
+            "interrupt_before": self.interrupt_before,
+            "interrupt_after": self.interrupt_after,
+            "subgraphs": self.stream_subgraphs,
+        }
+
 
 @dataclass
 class ActiveRun:
@@ -147,6 +162,7 @@ class RunManager:
                 spec.owner,
                 spec.metadata,
                 spec.multitask_strategy,
+                spec.kwargs(),
             )
         except BaseException:
             del self.active[run_id]

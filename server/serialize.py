@@ -59,14 +59,19 @@ def checkpoint_ref(config: dict[str, Any] | None, thread_id: str) -> dict[str, A
 
 
 def thread_state(snapshot: StateSnapshot, thread_id: str) -> dict[str, Any]:
-    """A LangGraph ``StateSnapshot`` of thread ``thread_id`` as the API's ``ThreadState``."""
+    """A LangGraph ``StateSnapshot`` of thread ``thread_id`` as the API's ``ThreadState``
+    (with the flat ``checkpoint_id`` / ``parent_checkpoint_id`` LangGraph Server still sends)."""
+    checkpoint = checkpoint_ref(snapshot.config, thread_id)
+    parent = checkpoint_ref(snapshot.parent_config, thread_id)
     return {
         "values": jsonable(snapshot.values),
         "next": list(snapshot.next),
-        "checkpoint": checkpoint_ref(snapshot.config, thread_id),
+        "checkpoint": checkpoint,
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
         "metadata": jsonable(snapshot.metadata or {}),
         "created_at": snapshot.created_at,
-        "parent_checkpoint": checkpoint_ref(snapshot.parent_config, thread_id),
+        "parent_checkpoint": parent,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
         "tasks": [
             {
                 "id": task.id,

@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL,
     metadata TEXT NOT NULL,
     multitask_strategy TEXT NOT NULL,
-    error TEXT
+    error TEXT,
+    kwargs TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, created_at);
 """
@@ -109,6 +110,7 @@ def _run(row: aiosqlite.Row) -> dict[str, Any]:
         "metadata": json.loads(row["metadata"]),
         "multitask_strategy": row["multitask_strategy"],
         "error": row["error"],
+        "kwargs": json.loads(row["kwargs"]),
     }
 
 
@@ -128,6 +130,7 @@ class ServiceStore:
         await db.execute("PRAGMA synchronous=NORMAL")
         await _migrate_unscoped_threads(db)
         await db.executescript(_SCHEMA)
+        await _add_run_kwargs(db)
         await db.commit()
         return cls(db)
 
@@ -218,10 +221,13 @@ class ServiceStore:
         owner: str,
         metadata: dict[str, Any],
         multitask_strategy: str,
+        kwargs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         stamp = now()
         await self.db.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULL)",
+            "INSERT INTO runs (run_id, thread_id, assistant_id, owner, created_at, updated_at, "
+            "status, metadata, multitask_strategy, kwargs) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
             (
                 run_id,
                 thread_id,
@@ -231,6 +237,7 @@ class ServiceStore:
                 stamp,
                 json.dumps(metadata),
                 multitask_strategy,
+                json.dumps(kwargs or {}, default=str),
             ),
         )
         await self.db.commit()
@@ -260,6 +267,13 @@ class ServiceStore:
             (status, error, now(), run_id),
         )
         await self.db.commit()
+
+
+async def _add_run_kwargs(db: aiosqlite.Connection) -> None:
+    """Runs recorded before runs kept their request (``kwargs``) get an empty one."""
+    cursor = await db.execute("PRAGMA table_info(runs)")
+    if "kwargs" not in {row[1] for row in await cursor.fetchall()}:
+        await db.execute("ALTER TABLE runs ADD COLUMN kwargs TEXT NOT NULL DEFAULT '{}'")
 
 
 async def _migrate_unscoped_threads(db: aiosqlite.Connection) -> None:

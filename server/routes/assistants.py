@@ -81,8 +81,10 @@ async def delete_assistant(assistant_id: str, owner: Owner) -> None:
 
 @router.post("/{assistant_id}/versions", responses=errors(404))
 async def assistant_versions(assistant_id: str, owner: Owner) -> list[dict[str, Any]]:
-    """Every built-in assistant has exactly one version."""
-    return [assistant_json(resolve_assistant(assistant_id))]
+    """Every built-in assistant has exactly one version (a version has no ``updated_at``)."""
+    version = assistant_json(resolve_assistant(assistant_id))
+    del version["updated_at"]
+    return [version]
 
 
 @router.post("/{assistant_id}/latest", status_code=501, include_in_schema=False)

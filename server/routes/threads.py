@@ -27,9 +27,11 @@ _EMPTY_STATE = {
     "values": {},
     "next": [],
     "checkpoint": None,
+    "checkpoint_id": None,
     "metadata": {},
     "created_at": None,
     "parent_checkpoint": None,
+    "parent_checkpoint_id": None,
     "tasks": [],
     "interrupts": [],
 }
@@ -165,12 +167,16 @@ async def update_state(
         raise HTTPException(422, f"cannot update the state: {exc}") from None
     await store(request).update_thread(thread_id, owner, status="idle")
     stored = written["configurable"]
+    checkpoint = {
+        "thread_id": thread_id,
+        "checkpoint_ns": stored.get("checkpoint_ns", ""),
+        "checkpoint_id": stored["checkpoint_id"],
+    }
+    # LangGraph Server's reply also repeats the id and the checkpointer's config.
     return {
-        "checkpoint": {
-            "thread_id": thread_id,
-            "checkpoint_ns": stored.get("checkpoint_ns", ""),
-            "checkpoint_id": stored["checkpoint_id"],
-        }
+        "checkpoint": checkpoint,
+        "checkpoint_id": checkpoint["checkpoint_id"],
+        "configurable": checkpoint,
     }
 
 

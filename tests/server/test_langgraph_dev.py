@@ -1,4 +1,5 @@
-"""LangGraph's own dev server (what Studio talks to) serves every strategy offline."""
+"""LangGraph's own dev server (what Studio talks to) serves every strategy offline, and the
+same SDK script gets the same response shapes from it and from ``reflexrag serve``."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from langgraph_sdk import get_client
 
 from reflexrag.graphs import STRATEGIES
 from tests.conftest import REPO
 from tests.server.conftest import free_port
+from tests.server.sdk_script import run_script
 
 
 def test_langgraph_json_lists_every_strategy():
@@ -26,7 +30,10 @@ def test_langgraph_json_lists_every_strategy():
         assert getattr(importlib.import_module(module), attribute).name == name
 
 
-async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
+@pytest.fixture(scope="module")
+def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """LangGraph's dev server on the repository's langgraph.json: (url, working dir)."""
+    tmp_path = tmp_path_factory.mktemp("langgraph-dev")
     port = free_port()
     env = {
         **os.environ,
@@ -57,7 +64,7 @@ async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             assert process.poll() is None, process.stdout.read().decode()[-3000:]
             try:
@@ -65,20 +72,55 @@ async def test_langgraph_dev_serves_a_strategy_offline(tmp_path):
                     break
             except httpx.HTTPError:
                 time.sleep(0.5)
-        client = get_client(url=f"http://127.0.0.1:{port}")
-        chunks = [
-            c
-            async for c in client.runs.stream(
-                None, "self_rag", input={"question": "What is CRAG?"}, stream_mode="updates"
-            )
-        ]
-        nodes = [node for c in chunks if c.event == "updates" for node in c.data]
-        assert not [c for c in chunks if c.event == "error"], chunks
-        assert nodes[:3] == ["prepare", "decide_retrieval", "retrieve"] and nodes[-1] == "finish"
-        assert (workdir / ".langgraph_api").exists() and not (REPO / ".langgraph_api").exists()
+        yield f"http://127.0.0.1:{port}", workdir
     finally:
         process.terminate()
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+async def test_langgraph_dev_serves_a_strategy_offline(langgraph_dev):
+    url, workdir = langgraph_dev
+    client = get_client(url=url)
+    chunks = [
+        c
+        async for c in client.runs.stream(
+            None, "self_rag", input={"question": "What is CRAG?"}, stream_mode="updates"
+        )
+    ]
+    nodes = [node for c in chunks if c.event == "updates" for node in c.data]
+    assert not [c for c in chunks if c.event == "error"], chunks
+    assert nodes[:3] == ["prepare", "decide_retrieval", "retrieve"] and nodes[-1] == "finish"
+    assert (workdir / ".langgraph_api").exists() and not (REPO / ".langgraph_api").exists()
+
+
+# Fields reflexrag adds: why a run or thread failed, and a thread's pending interrupts (in the
+# SDK's Thread type). Fields it leaves out: the LangSmith project of a run (no LangSmith).
+EXTRA_FIELDS = {"error", "interrupts"}
+MISSING_FIELDS = {"langsmith_session_name"}
+
+
+def _fields(shape: object) -> set[str] | None:
+    if isinstance(shape, tuple) and shape[:1] == ("list",):
+        shape = shape[1]
+    if isinstance(shape, tuple) and all(isinstance(item, str) for item in shape):
+        return set(shape)
+    return None
+
+
+async def test_the_same_sdk_script_gets_the_same_shapes_from_both_servers(langgraph_dev, base_url):
+    """Assistants, threads, state and history, update_state, background runs and joins,
+    breakpoints and resuming, every stream mode, stateless runs, 404s: the calls a Studio-style
+    client makes, through langgraph_sdk, against LangGraph's server and reflexrag's."""
+    official = await run_script(langgraph_dev[0])
+    ours = await run_script(base_url)
+    assert [name for name, _ in ours] == [name for name, _ in official]
+    for (name, theirs), (_, mine) in zip(official, ours, strict=True):
+        their_fields, my_fields = _fields(theirs), _fields(mine)
+        if their_fields is None or my_fields is None or theirs[:1] == ("error",):
+            assert mine == theirs, name
+            continue
+        assert their_fields - MISSING_FIELDS <= my_fields, (name, their_fields - my_fields)
+        assert my_fields - their_fields <= EXTRA_FIELDS, (name, my_fields - their_fields)
