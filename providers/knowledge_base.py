@@ -339,8 +339,6 @@ class KnowledgeBase:
         Hybrid fuses by score (``HYBRID_COSINE_WEIGHT`` × rescaled cosine + the rest × BM25
         relative to the best BM25 hit) or by reciprocal rank (``fusion="rrf"``).
         ``metadata['score']`` is always the cosine similarity."""
-        if self.count() == 0:
-            return []
         if mode not in ("vector", "bm25", "hybrid"):
             raise KnowledgeBaseError(f"unknown retrieval mode {mode!r}: vector, bm25 or hybrid")
         if fusion not in ("score", "rrf"):
@@ -396,9 +394,11 @@ class KnowledgeBase:
     def _vector_search(
         self, vector: list[float], k: int, where: dict[str, Any] | None = None
     ) -> list[Document]:
+        # No count() first: it costs as much as the query (4 ms at 20k chunks), and Chroma
+        # returns fewer results, or none, by itself.
         result = self._collection.query(
             query_embeddings=[vector],
-            n_results=min(k, self.count()),
+            n_results=k,
             where=where,
             include=["documents", "metadatas", "distances"],
         )
