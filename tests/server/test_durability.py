@@ -103,7 +103,26 @@ def checkpointer_env(request) -> dict[str, str]:
     return {"REFLEXRAG_CHECKPOINTER_URL": request.getfixturevalue("postgres_url")}
 
 
-async def test_killed_server_resumes_without_redoing_finished_nodes(tmp_path, checkpointer_env):
+@pytest.fixture(scope="module")
+def seeded_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir whose default knowledge base already holds the sample documents: each server
+    under test starts from a copy, so no run waits on a cold embed while the test times it."""
+    template = tmp_path_factory.mktemp("seeded")
+    subprocess.run(
+        [sys.executable, "-m", "reflexrag.server.cli", "ingest", "--sample", "--quiet"],
+        cwd=REPO,
+        env={**os.environ, "REFLEXRAG_DATA_DIR": str(template)},
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    return template
+
+
+async def test_killed_server_resumes_without_redoing_finished_nodes(
+    tmp_path, checkpointer_env, seeded_data_dir
+):
+    shutil.copytree(seeded_data_dir, tmp_path, dirs_exist_ok=True)
     port = free_port()
     server = start_server(tmp_path, port, REFLEXRAG_TEST_DELAY_S="0.7", **checkpointer_env)
     try:
