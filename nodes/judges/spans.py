@@ -5,7 +5,10 @@
 :func:`answer_span` then picks, inside a supporting sentence, the words that answer: a date, a
 number, a name, or the run of words next to the question's own words that the question does
 not already contain (reading-comprehension questions reuse the passage's wording, so the
-answer sits in the gap). Questions that want an explanation get the whole sentence.
+answer sits in the gap). Questions that want an explanation get the whole sentence, and so do
+English phrases that are neither a name nor hold a number (a guess at where a phrase ends).
+Chinese "which N / what / who" questions are read with jieba's part-of-speech tags on the
+Simplified form of the text (:func:`_chinese_phrase`).
 """
 
 from __future__ import annotations
