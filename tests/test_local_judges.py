@@ -89,3 +89,14 @@ async def test_rewrite_extracts_keywords_and_expands_later():
     assert first == "year tesla die"
     assert second.startswith(first) and len(second) > len(first)
     assert await judge.rewrite_query("特斯拉是哪一年去世的？", 1, []) == "特斯拉去世"
+
+
+async def test_a_definition_question_is_answered_by_the_lead_of_the_document_it_names():
+    crag = Document(
+        "Corrective Retrieval Augmented Generation adds a retrieval evaluator in front of "
+        "generation. On PopQA the paper reports accuracy rising from 50.5 to 54.9 for CRAG.",
+        id="crag#0",
+        metadata={"title": "Corrective RAG (CRAG)", "chunk": 0},
+    )
+    answer = await ExtractiveGenerator(get_embeddings()).generate("What is CRAG?", [crag, PARIS])
+    assert answer.text.startswith("Corrective Retrieval Augmented Generation adds")

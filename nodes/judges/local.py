@@ -41,7 +41,13 @@ from reflexrag.nodes.judges.rules import (
     no_retrieval_reason,
     unresolved_reference,
 )
-from reflexrag.nodes.judges.spans import answer_span, has_kind, names_in, question_focus
+from reflexrag.nodes.judges.spans import (
+    answer_span,
+    defined_term,
+    has_kind,
+    names_in,
+    question_focus,
+)
 from reflexrag.nodes.judges.usage import record
 from reflexrag.providers.embeddings import rescale_cosine
 from reflexrag.providers.text import (
@@ -339,7 +345,16 @@ class ExtractiveGenerator:
         if not candidates:
             record(self.backend, "generator", prompt_tokens)
             return Answer("", "extractive")
-        scores = self.scorer.scores(question, [sentence for sentence, _ in candidates])
+        # A sentence that opens the document a definition question names is read under the
+        # document's title, which names what the sentence defines.
+        opening = leads(question, unique)
+        scores = self.scorer.scores(
+            question,
+            [
+                document_text(Document(sentence, metadata=doc.metadata)) if lead else sentence
+                for (sentence, doc), lead in zip(candidates, opening, strict=True)
+            ],
+        )
         focus = question_focus(question)
         bonus = np.array([0.15 if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
         ranked = np.argsort(-(scores + bonus), kind="stable")
@@ -387,6 +402,20 @@ _POLARITY_RE = re.compile(
     r"besides|neither|nor|outside)\b|不|没有|沒有|除了|非|无|無",
     re.IGNORECASE,
 )
+
+
+def leads(question: str, sentences: dict[str, tuple[str, Document]]) -> list[bool]:
+    """For "What is X?": which sentences open a document whose title names X. A lead sentence
+    defines its document's subject, often without repeating the title's short name ("Corrective
+    Retrieval Augmented Generation adds…" under "Corrective RAG (CRAG)")."""
+    term = defined_term(question)
+    flags, seen = [], set()
+    for _, doc in sentences.values():
+        title = str(doc.metadata.get("title", "")).replace("_", " ").lower()
+        opens = doc.id not in seen and doc.metadata.get("chunk", 0) == 0
+        seen.add(doc.id)
+        flags.append(bool(term) and opens and term.lower() in title)
+    return flags
 
 
 def same_polarity(question: str, sentence: str) -> bool:

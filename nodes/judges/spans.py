@@ -103,8 +103,18 @@ _EN_DESCRIPTION_RE = re.compile(
 )
 # "What is CRAG?": a definition, not a fact inside a sentence.
 _DEFINITION_RE = re.compile(
-    r"^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?[\w-]+(?:\s[\w-]+)?\s*\??\s*$", re.I
+    r"^\s*what(?:'s| is| are)\s+(?:an?\s+|the\s+)?(?P<term>[\w-]+(?:\s[\w-]+)?)\s*\??\s*$",
+    re.I,
 )
+_ZH_DEFINITION_RE = re.compile(r"^\s*什[么麼]是(?P<term>[^？?，,。]{1,20})[？?]?\s*$")
+
+
+def defined_term(question: str) -> str | None:
+    """The term a definition question asks about: "CRAG" in "What is CRAG?", 什么是CRAG？."""
+    match = _DEFINITION_RE.match(question) or _ZH_DEFINITION_RE.match(question)
+    return match.group("term").strip() if match else None
+
+
 _EN_KIND = {
     "who": "person",
     "whom": "person",
