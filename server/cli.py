@@ -103,9 +103,15 @@ def _print_result(result: Any) -> None:
 
 
 async def _ask(args: argparse.Namespace) -> int:
+    from reflexrag.providers.settings import get_settings
+
+    settings = get_settings()
+    first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
+    if first_use:
+        # Said before the heavy imports below, so a fresh install shows life within a second.
+        _announce_sample_kb(settings.default_kb)
     from reflexrag.providers.checkpointer import open_checkpointer
     from reflexrag.providers.knowledge_base import list_knowledge_bases
-    from reflexrag.providers.settings import get_settings
     from reflexrag.server.runner import NothingToResumeError, run_question
     from reflexrag.state.context import check_question
 
@@ -125,7 +131,7 @@ async def _ask(args: argparse.Namespace) -> int:
             "(create one with reflexrag ingest --kb NAME)"
         )
     if context.kb == get_settings().default_kb and context.kb not in known:
-        _seed_sample_kb(context.kb)
+        _seed_sample_kb(context.kb, announced=first_use)
 
     writing = False
 
@@ -180,14 +186,18 @@ async def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seed_sample_kb(name: str) -> None:
+def _announce_sample_kb(name: str) -> None:
+    print(f"First use: adding the bundled sample documents to {name!r}…", file=sys.stderr)
+
+
+def _seed_sample_kb(name: str, announced: bool = False) -> None:
     """First use: embed the bundled sample documents into the default knowledge base, saying
     so at once (it takes a while on a slow machine) instead of sitting silent."""
-
     from reflexrag.providers.knowledge_base import get_knowledge_base
     from reflexrag.providers.loaders import sample_kb_documents
 
-    print(f"First use: adding the bundled sample documents to {name!r}…", file=sys.stderr)
+    if not announced:
+        _announce_sample_kb(name)
     _add_with_progress(get_knowledge_base(name), sample_kb_documents(), "sample KB")
 
 
@@ -501,28 +511,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    # Parsed first: --help and usage errors answer before langgraph and Chroma load.
-    args = build_parser().parse_args(argv)
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Mistakes the user fixes (one line, exit 2). Imported only once one happens: a run
+    should not wait for langgraph and Chroma to load before it can say anything."""
     from reflexrag.graphs import UnknownStrategyError
     from reflexrag.nodes.judges.base import JudgeConfigurationError
     from reflexrag.providers.knowledge_base import KnowledgeBaseError
     from reflexrag.providers.models import ModelConfigurationError
 
-    try:
-        result = args.handler(args)
-        return asyncio.run(result) if asyncio.iscoroutine(result) else result
-    except (
+    return (
         CLIError,
         KnowledgeBaseError,
         UnknownStrategyError,
         ModelConfigurationError,
         JudgeConfigurationError,
-    ) as exc:
-        print(f"reflexrag: error: {exc}", file=sys.stderr)
-        return 2
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Parsed first: --help and usage errors answer before langgraph and Chroma load.
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.handler(args)
+        return asyncio.run(result) if asyncio.iscoroutine(result) else result
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if not isinstance(exc, _user_errors()):
+            raise
+        print(f"reflexrag: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

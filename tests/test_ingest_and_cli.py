@@ -233,3 +233,30 @@ def test_ctrl_c_stops_an_ingest_says_what_is_stored_and_the_same_command_resumes
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr
     assert f"{600 - stored} added" in again.stdout and "600 chunks in total" in again.stdout
+
+
+def test_a_first_ask_says_so_before_langgraph_or_chroma_load(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    probe = (
+        "import sys; from reflexrag.server import cli\n"
+        "def announced(name):\n"
+        "    print('langgraph' in sys.modules, 'chromadb' in sys.modules, name)\n"
+        "    sys.exit(0)\n"
+        "cli._announce_sample_kb = announced\n"
+        "cli.main(['ask', 'What is CRAG?'])\n"
+    )
+    env = {**os.environ, "REFLEXRAG_DATA_DIR": str(tmp_path / "fresh")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.split() == ["False", "False", "default"], done.stderr
