@@ -268,14 +268,6 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
     )
 
 
-def _set_total(bar: Any) -> Any:
-    def planned(chunks: int) -> None:
-        bar.total = chunks
-        bar.refresh()
-
-    return planned
-
-
 async def run_eval(
     qa_path: Path,
     corpus_path: Path,
@@ -307,7 +299,7 @@ async def run_eval(
                 file=sys.stderr,
                 disable=not progress or not documents,
             ) as bar:
-                kb.add(documents, progress=bar.update, planned=_set_total(bar))
+                kb.add(documents, progress=bar.update, planned=bar.reset)
             attach_knowledge_base(kb)
         semaphore = asyncio.Semaphore(max(1, concurrency))
         bar = tqdm(

@@ -216,13 +216,10 @@ def _add_with_progress(
     outcome: dict[str, Any] = {}
     with tqdm(desc=desc, unit="chunk", file=sys.stderr, disable=quiet) as bar:
 
-        def planned(chunks: int) -> None:
-            bar.total = chunks
-            bar.refresh()
-
         def work() -> None:
             try:
-                kb.add(documents, progress=bar.update, planned=planned, report=report)
+                # The plan (total chunks) arrives before any progress: reset sets the total.
+                kb.add(documents, progress=bar.update, planned=bar.reset, report=report)
             except BaseException as exc:  # re-raised in the main thread
                 outcome["error"] = exc
 
@@ -258,7 +255,6 @@ def _prompt(question: str) -> str | None:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-
     from reflexrag.providers.knowledge_base import (
         exclusive_writer,
         get_knowledge_base,
