@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,20 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+@lru_cache(maxsize=64)
+def _wanted(filter_json: str) -> tuple[tuple[str, str], ...]:
+    """A metadata filter as (key, canonical JSON value) pairs: parsed once per query, not once
+    per row the query reads."""
+    return tuple((key, _canonical(value)) for key, value in json.loads(filter_json).items())
+
+
 def metadata_contains(stored: str, wanted: str) -> bool:
     """Whether every key of ``wanted`` is in ``stored`` with an equal JSON value (``true``
     is not ``1``, as it would be to Python's ``==``)."""
-    stored_items, wanted_items = json.loads(stored), json.loads(wanted)
+    stored_items = json.loads(stored)
     return all(
-        key in stored_items and _canonical(stored_items[key]) == _canonical(value)
-        for key, value in wanted_items.items()
+        key in stored_items and _canonical(stored_items[key]) == value
+        for key, value in _wanted(wanted)
     )
 
 
