@@ -283,9 +283,10 @@ class KnowledgeBase:
             return
         vectors: list[list[float]] = []
         for start in range(0, len(batch.titled), EMBED_SLICE):
-            vectors += self.embeddings.embed_documents(batch.titled[start : start + EMBED_SLICE])
+            texts = batch.titled[start : start + EMBED_SLICE]
+            vectors += self.embeddings.embed_documents(texts)
             if progress:
-                progress(len(batch.titled[start : start + EMBED_SLICE]))
+                progress(len(texts))
         for start in range(0, len(batch.ids), WRITE_BATCH):
             window = slice(start, start + WRITE_BATCH)
             self._collection.upsert(
