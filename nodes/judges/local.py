@@ -99,10 +99,18 @@ def off_the_loop(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return run
 
 
+def document_title(doc: Document) -> str:
+    """The title of a chunk's document, as read ("Nikola_Tesla" → "Nikola Tesla")."""
+    return str(doc.metadata.get("title", "")).replace("_", " ")
+
+
+def titled_text(title: str, text: str) -> str:
+    return f"{title}\n{text}" if title else text
+
+
 def document_text(doc: Document) -> str:
     """Chunk text plus its title, which often names the subject the chunk never repeats."""
-    title = str(doc.metadata.get("title", "")).replace("_", " ")
-    return f"{title}\n{doc.page_content}" if title else doc.page_content
+    return titled_text(document_title(doc), doc.page_content)
 
 
 class LocalScorer:
@@ -351,7 +359,7 @@ class ExtractiveGenerator:
         scores = self.scorer.scores(
             question,
             [
-                document_text(Document(sentence, metadata=doc.metadata)) if lead else sentence
+                titled_text(document_title(doc), sentence) if lead else sentence
                 for (sentence, doc), lead in zip(candidates, opening, strict=True)
             ],
         )
@@ -411,7 +419,7 @@ def leads(question: str, sentences: dict[str, tuple[str, Document]]) -> list[boo
     term = defined_term(question)
     flags, seen = [], set()
     for _, doc in sentences.values():
-        title = str(doc.metadata.get("title", "")).replace("_", " ").lower()
+        title = document_title(doc).lower()
         opens = doc.id not in seen and doc.metadata.get("chunk", 0) == 0
         seen.add(doc.id)
         flags.append(bool(term) and opens and term.lower() in title)
