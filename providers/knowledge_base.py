@@ -1,4 +1,5 @@
-"""Knowledge bases: one Chroma collection each, embedded (``PersistentClient``) under the data dir.
+"""Knowledge bases: one Chroma collection each, embedded (``PersistentClient``) under the data dir,
+or on a Chroma server (``REFLEXRAG_CHROMA_URL``) that several replicas share.
 
 Documents are split into token-bounded chunks with deterministic ids (``<doc_id>#<n>``), so
 re-ingesting an unchanged document adds nothing and a changed one replaces its old chunks.
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import chromadb
 import numpy as np
@@ -194,6 +196,12 @@ class KnowledgeBase:
         had to index or unindex (0 when the counts agree, the cheap common case)."""
         if self.lexical.chunk_count() == self.count():
             return 0
+        with self._write_lock, self.lexical.exclusive():
+            return self._reconcile()  # counted again: another writer may have just finished
+
+    def _reconcile(self) -> int:
+        if self.lexical.chunk_count() == self.count():
+            return 0
         stored = set(self._collection.get(include=[])["ids"])
         indexed = self.lexical.chunk_ids()
         extra = indexed - stored
@@ -237,8 +245,8 @@ class KnowledgeBase:
             if not doc.doc_id or not doc.text.strip():
                 raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
         report = report if report is not None else IngestReport()
-        with self._write_lock:
-            self.reconcile()
+        with self._write_lock, self.lexical.exclusive():
+            self._reconcile()
             batches = self._plan(documents, report)
             if planned:
                 planned(sum(len(batch.ids) for batch in batches))
@@ -437,11 +445,24 @@ class KnowledgeBase:
 
 
 @lru_cache(maxsize=4)
-def _client(path: str) -> Any:
-    Path(path).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(
-        path=path, settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-    )
+def _client(location: str) -> Any:
+    """A Chroma client: a server's for an http(s) URL, else the embedded store in that dir."""
+    settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if location.startswith(("http://", "https://")):
+        url = urlsplit(location)
+        return chromadb.HttpClient(
+            host=url.hostname or "localhost",
+            port=url.port or (443 if url.scheme == "https" else 8000),
+            ssl=url.scheme == "https",
+            settings=settings,
+        )
+    Path(location).mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=location, settings=settings)
+
+
+def _chroma_location() -> str:
+    settings = get_settings()
+    return settings.chroma_url or str(settings.chroma_dir.resolve())
 
 
 _kb_cache: dict[tuple[str, str], KnowledgeBase] = {}
@@ -471,14 +492,14 @@ def get_knowledge_base(
     name = validate_kb_name(name or settings.default_kb)
     if name in _attached:
         return _attached[name]
-    key = (str(settings.chroma_dir.resolve()), name)
+    key = (_chroma_location(), name)
     with _kb_cache_lock:
         if key not in _kb_cache:
             _kb_cache[key] = KnowledgeBase(
                 name,
                 _client(key[0]),
                 get_embeddings(),
-                settings.lexical_index_path,
+                settings.lexical_index_location,
                 create=create,
                 owner=owner,
             )
@@ -486,11 +507,11 @@ def get_knowledge_base(
 
 
 def knowledge_base_owners() -> dict[str, str | None]:
-    """Every knowledge base under the data dir, with its owner (None: shared)."""
+    """Every knowledge base in the store, with its owner (None: shared)."""
     settings = get_settings()
-    if not settings.chroma_dir.exists():
+    if not settings.chroma_url and not settings.chroma_dir.exists():
         return {}
-    client = _client(str(settings.chroma_dir.resolve()))
+    client = _client(_chroma_location())
     return {
         collection.name[len(_COLLECTION_PREFIX) :]: (collection.metadata or {}).get("owner")
         for collection in client.list_collections()
@@ -505,9 +526,9 @@ def list_knowledge_bases() -> list[str]:
 def delete_knowledge_base(name: str) -> None:
     """Delete a knowledge base: its keyword index first, so it never outlives the store."""
     kb = get_knowledge_base(name, create=False)
-    with kb._write_lock:
+    with kb._write_lock, kb.lexical.exclusive():
         kb.lexical.drop()
-        _client(str(get_settings().chroma_dir.resolve())).delete_collection(kb._collection.name)
+        _client(_chroma_location()).delete_collection(kb._collection.name)
     with _kb_cache_lock:
         for key in [key for key, value in _kb_cache.items() if value is kb]:
             del _kb_cache[key]

@@ -12,7 +12,9 @@ words, stopwords removed. Each chunk gets a small integer *slot*; a term's posti
 - removing a document rewrites only the blobs that hold its slots (each chunk keeps its term
   list for that), in one transaction: a crash leaves it wholly indexed or not at all;
 - every process that opens the data dir (a server, a CLI ingest beside it) reads the same,
-  current index, with nothing held in memory to go stale;
+  current index, with nothing held in memory to go stale; with ``REFLEXRAG_DATABASE_URL``
+  on Postgres the same tables (blobs as ``BYTEA``) are shared by every replica, and writers
+  of one knowledge base take turns through an advisory lock;
 - the vector store stays the source of truth: chunks are indexed here only after they are
   stored there, and removed here before they are removed there, so the index is always a
   subset of the store, and :meth:`LexicalIndex.chunk_count` against the store's count tells
@@ -29,8 +31,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,16 +59,16 @@ CREATE TABLE IF NOT EXISTS lexical_chunks (
     length INTEGER NOT NULL,
     terms TEXT NOT NULL,
     PRIMARY KEY (kb, chunk_id)
-) WITHOUT ROWID;
+) {without_rowid};
 CREATE INDEX IF NOT EXISTS lexical_chunks_by_doc ON lexical_chunks (kb, doc_id);
 CREATE UNIQUE INDEX IF NOT EXISTS lexical_chunks_by_slot ON lexical_chunks (kb, slot);
 CREATE TABLE IF NOT EXISTS lexical_blocks (
     kb TEXT NOT NULL,
     term TEXT NOT NULL,
     block INTEGER NOT NULL,
-    postings BLOB NOT NULL,
+    postings {blob} NOT NULL,
     PRIMARY KEY (kb, term, block)
-) WITHOUT ROWID;
+) {without_rowid};
 CREATE TABLE IF NOT EXISTS lexical_stats (
     kb TEXT PRIMARY KEY,
     chunks INTEGER NOT NULL,
@@ -92,24 +96,28 @@ def _unpack(blob: bytes) -> np.ndarray:
 class LexicalIndex:
     """BM25 over one knowledge base's chunks, stored in a SQLite file shared by all of them."""
 
-    def __init__(self, path: Path, kb: str) -> None:
+    def __init__(self, location: Path | str, kb: str) -> None:
+        """``location``: a SQLite file, or a ``postgresql://`` URL shared by replicas."""
         self.kb = kb
-        self._db, self._lock = _connect(path)
+        self._store = _open_store(location)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Held around a whole write of this knowledge base (store and index), so writers in
+        other processes take turns."""
+        return self._store.exclusive(self.kb)
 
     def chunk_count(self) -> int:
-        with self._lock:
-            return self._stats()[0]
+        with self._store.reading() as db:
+            return self._stats(db)[0]
 
     def chunk_ids(self) -> set[str]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT chunk_id FROM lexical_chunks WHERE kb=?", (self.kb,)
-            ).fetchall()
-        return {row[0] for row in rows}
+        with self._store.reading() as db:
+            rows = db.execute("SELECT chunk_id FROM lexical_chunks WHERE kb=?", (self.kb,))
+            return {row[0] for row in rows.fetchall()}
 
-    def _stats(self) -> tuple[int, int, int, int]:
+    def _stats(self, db: _Connection) -> tuple[int, int, int, int]:
         """(chunks, total length, next slot, next block) of this knowledge base."""
-        row = self._db.execute(
+        row = db.execute(
             "SELECT chunks, total_length, next_slot, next_block FROM lexical_stats WHERE kb=?",
             (self.kb,),
         ).fetchone()
@@ -123,9 +131,9 @@ class LexicalIndex:
             chunk_id: Counter(terms(text, for_search=False))
             for chunk_id, (_, text) in chunks.items()
         }
-        with self._lock, self._db:
-            self._remove_chunks(list(chunks))
-            count, total_length, slot, block = self._stats()
+        with self._store.writing(self.kb) as db:
+            self._remove_chunks(db, list(chunks))
+            count, total_length, slot, block = self._stats(db)
             rows, postings = [], defaultdict(list)
             for chunk_id, (doc_id, _) in chunks.items():
                 frequencies = counted[chunk_id]
@@ -134,34 +142,32 @@ class LexicalIndex:
                 for term, tf in frequencies.items():
                     postings[term].append((slot, tf, length))
                 slot, count, total_length = slot + 1, count + 1, total_length + length
-            self._db.executemany("INSERT INTO lexical_chunks VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._db.executemany(
+            db.executemany("INSERT INTO lexical_chunks VALUES (?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(
                 "INSERT INTO lexical_blocks VALUES (?, ?, ?, ?)",
                 (
                     (self.kb, term, block, np.asarray(triples, dtype=_POSTING).tobytes())
                     for term, triples in postings.items()
                 ),
             )
-            self._set_stats(count, total_length, slot, block + 1)
-            self._merge_split_terms(sorted(postings))
+            self._set_stats(db, count, total_length, slot, block + 1)
+            self._merge_split_terms(db, sorted(postings))
 
-    def _merge_split_terms(self, touched: list[str]) -> None:
+    def _merge_split_terms(self, db: _Connection, touched: list[str]) -> None:
         for batch in _batches(touched):
-            split = self._db.execute(
+            split = db.execute(
                 f"SELECT term FROM lexical_blocks WHERE kb=? AND term IN ({_marks(batch)}) "
                 "GROUP BY term HAVING COUNT(*) > ?",
                 (self.kb, *batch, MAX_BLOCKS),
             ).fetchall()
             for (term,) in split:
-                blocks = self._db.execute(
+                blocks = db.execute(
                     "SELECT block, postings FROM lexical_blocks WHERE kb=? AND term=?",
                     (self.kb, term),
                 ).fetchall()
                 merged = b"".join(blob for _, blob in blocks)
-                self._db.execute(
-                    "DELETE FROM lexical_blocks WHERE kb=? AND term=?", (self.kb, term)
-                )
-                self._db.execute(
+                db.execute("DELETE FROM lexical_blocks WHERE kb=? AND term=?", (self.kb, term))
+                db.execute(
                     "INSERT INTO lexical_blocks VALUES (?, ?, ?, ?)",
                     (self.kb, term, blocks[0][0], merged),
                 )
@@ -169,28 +175,28 @@ class LexicalIndex:
     def remove_documents(self, doc_ids: Iterable[str]) -> None:
         """Unindex every chunk of these documents, in one transaction."""
         doc_ids = list(doc_ids)
-        with self._lock, self._db:
+        with self._store.writing(self.kb) as db:
             chunk_ids = [
                 row[0]
                 for batch in _batches(doc_ids)
-                for row in self._db.execute(
+                for row in db.execute(
                     "SELECT chunk_id FROM lexical_chunks "
                     f"WHERE kb=? AND doc_id IN ({_marks(batch)})",
                     (self.kb, *batch),
-                )
+                ).fetchall()
             ]
-            self._remove_chunks(chunk_ids)
+            self._remove_chunks(db, chunk_ids)
 
     def remove_chunks(self, chunk_ids: Iterable[str]) -> None:
-        with self._lock, self._db:
-            self._remove_chunks(list(chunk_ids))
+        with self._store.writing(self.kb) as db:
+            self._remove_chunks(db, list(chunk_ids))
 
-    def _remove_chunks(self, chunk_ids: list[str]) -> None:
+    def _remove_chunks(self, db: _Connection, chunk_ids: list[str]) -> None:
         """Drop the chunks' rows and their slots from the blobs of their terms."""
         slots_by_term: dict[str, list[int]] = defaultdict(list)
         removed, removed_length = 0, 0
         for batch in _batches(chunk_ids):
-            rows = self._db.execute(
+            rows = db.execute(
                 f"DELETE FROM lexical_chunks WHERE kb=? AND chunk_id IN ({_marks(batch)}) "
                 "RETURNING slot, length, terms",
                 (self.kb, *batch),
@@ -203,7 +209,7 @@ class LexicalIndex:
             return
         for term, slots in slots_by_term.items():
             dead = np.asarray(slots, dtype=_POSTING)
-            for block, blob in self._db.execute(
+            for block, blob in db.execute(
                 "SELECT block, postings FROM lexical_blocks WHERE kb=? AND term=?",
                 (self.kb, term),
             ).fetchall():
@@ -212,21 +218,25 @@ class LexicalIndex:
                 if len(kept) == len(postings):
                     continue
                 if len(kept):
-                    self._db.execute(
+                    db.execute(
                         "UPDATE lexical_blocks SET postings=? WHERE kb=? AND term=? AND block=?",
                         (kept.tobytes(), self.kb, term, block),
                     )
                 else:
-                    self._db.execute(
+                    db.execute(
                         "DELETE FROM lexical_blocks WHERE kb=? AND term=? AND block=?",
                         (self.kb, term, block),
                     )
-        count, total_length, slot, block = self._stats()
-        self._set_stats(count - removed, total_length - removed_length, slot, block)
+        count, total_length, slot, block = self._stats(db)
+        self._set_stats(db, count - removed, total_length - removed_length, slot, block)
 
-    def _set_stats(self, chunks: int, total_length: int, next_slot: int, next_block: int) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO lexical_stats VALUES (?, ?, ?, ?, ?)",
+    def _set_stats(
+        self, db: _Connection, chunks: int, total_length: int, next_slot: int, next_block: int
+    ) -> None:
+        db.execute(
+            "INSERT INTO lexical_stats VALUES (?, ?, ?, ?, ?) ON CONFLICT (kb) DO UPDATE SET "
+            "chunks=excluded.chunks, total_length=excluded.total_length, "
+            "next_slot=excluded.next_slot, next_block=excluded.next_block",
             (self.kb, chunks, total_length, next_slot, next_block),
         )
 
@@ -235,18 +245,18 @@ class LexicalIndex:
         query_terms = sorted(set(terms(query, for_search=False)))
         if not query_terms or k < 1:
             return []
-        with self._lock:
-            total, total_length, slots, _ = self._stats()
+        with self._store.reading() as db:
+            total, total_length, slots, _ = self._stats(db)
             if not total:
                 return []
             found: dict[str, list[bytes]] = defaultdict(list)
             for batch in _batches(query_terms):
-                for term, blob in self._db.execute(
+                for term, blob in db.execute(
                     "SELECT term, postings FROM lexical_blocks "
                     f"WHERE kb=? AND term IN ({_marks(batch)})",
                     (self.kb, *batch),
                 ):
-                    found[term].append(blob)
+                    found[term].append(bytes(blob))
             if not found:
                 return []
             scores = np.zeros(slots, dtype=np.float32)
@@ -268,7 +278,7 @@ class LexicalIndex:
             # Best first; equal scores in the order the chunks were indexed.
             hits = sorted(hits.tolist(), key=lambda slot: (-scores[slot], slot))
             names = dict(
-                self._db.execute(
+                db.execute(
                     "SELECT slot, chunk_id FROM lexical_chunks "
                     f"WHERE kb=? AND slot IN ({_marks(hits)})",
                     (self.kb, *hits),
@@ -278,13 +288,94 @@ class LexicalIndex:
 
     def drop(self) -> None:
         """Forget the whole knowledge base."""
-        with self._lock, self._db:
+        with self._store.writing(self.kb) as db:
             for table in ("lexical_blocks", "lexical_chunks", "lexical_stats"):
-                self._db.execute(f"DELETE FROM {table} WHERE kb=?", (self.kb,))
+                db.execute(f"DELETE FROM {table} WHERE kb=?", (self.kb,))
+
+
+class _Connection(Protocol):
+    """What the index needs of a database connection (``?`` placeholders)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
+
+
+class _SqliteStore:
+    """A SQLite file: one connection per file and process, its use serialised by a lock;
+    other processes see each commit (WAL). One process at a time writes a data dir's
+    knowledge bases (``knowledge_base.exclusive_writer``), so ``exclusive`` has nothing to add."""
+
+    def __init__(self, path: Path) -> None:
+        self._db, self._lock = _connect(path)
+
+    @contextmanager
+    def reading(self) -> Iterator[_Connection]:
+        with self._lock:
+            yield self._db
+
+    @contextmanager
+    def writing(self, kb: str) -> Iterator[_Connection]:
+        with self._lock, self._db:
+            yield self._db
+
+    @contextmanager
+    def exclusive(self, kb: str) -> Iterator[None]:
+        yield
+
+
+class _PostgresConnection:
+    """A psycopg connection behind the SQLite placeholder style the queries are written in."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._connection.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._connection.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), list(rows))
+
+
+class _PostgresStore:
+    """Postgres shared by every replica. A write transaction first takes a transaction-level
+    advisory lock on its knowledge base, so two replicas never hand out the same slot or
+    block; ``exclusive`` holds a session-level one for a whole document write."""
+
+    def __init__(self, url: str) -> None:
+        self._pool = _pool(url)
+
+    @contextmanager
+    def reading(self) -> Iterator[_Connection]:
+        with self._pool.connection() as connection:
+            yield _PostgresConnection(connection)
+
+    @contextmanager
+    def writing(self, kb: str) -> Iterator[_Connection]:
+        with self._pool.connection() as connection, connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lexical:{kb}",))
+            yield _PostgresConnection(connection)
+
+    @contextmanager
+    def exclusive(self, kb: str) -> Iterator[None]:
+        with self._pool.connection() as connection:
+            connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"writer:{kb}",))
+            try:
+                yield
+            finally:
+                connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"writer:{kb}",))
 
 
 _connections: dict[str, tuple[sqlite3.Connection, threading.Lock]] = {}
+_pools: dict[str, Any] = {}
 _connections_lock = threading.Lock()
+
+
+def _open_store(location: Path | str) -> _SqliteStore | _PostgresStore:
+    if isinstance(location, str) and location.startswith(("postgres://", "postgresql://")):
+        return _PostgresStore(location)
+    return _SqliteStore(Path(location))
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -301,7 +392,7 @@ def _migrate(db: sqlite3.Connection) -> None:
 
 def _connect(path: Path) -> tuple[sqlite3.Connection, threading.Lock]:
     """One connection (and the lock that serialises its use) per file and process, shared by
-    the knowledge bases in it; other processes see each commit (WAL)."""
+    the knowledge bases in it."""
     key = str(path.resolve())
     with _connections_lock:
         if key not in _connections:
@@ -309,9 +400,30 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, threading.Lock]:
             db = sqlite3.connect(key, check_same_thread=False, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
             _migrate(db)
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA.format(blob="BLOB", without_rowid="WITHOUT ROWID"))
             _connections[key] = (db, threading.Lock())
         return _connections[key]
+
+
+def _pool(url: str) -> Any:
+    """One connection pool per URL and process; the tables are created on first use (under
+    an advisory lock: replicas starting together would otherwise race on CREATE TABLE)."""
+    try:
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'") from None
+    with _connections_lock:
+        if url not in _pools:
+            pool = ConnectionPool(
+                url, kwargs={"autocommit": True}, min_size=1, max_size=8, open=True
+            )
+            with pool.connection() as connection, connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext('lexical:schema'))")
+                for statement in _SCHEMA.format(blob="BYTEA", without_rowid="").split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+            _pools[url] = pool
+        return _pools[url]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int) -> list[str]:

@@ -79,6 +79,29 @@ class Settings(BaseSettings):
         default=None,
         description="sqlite:///PATH or postgresql://…; default is SQLite under data_dir.",
     )
+    database_url: str | None = Field(
+        default=None,
+        description=(
+            "postgresql://… to share the service's threads, runs, run queue, keyword index "
+            "and (unless checkpointer_url says otherwise) checkpoints between replicas; "
+            "default: SQLite files under data_dir, for one process."
+        ),
+    )
+    chroma_url: str | None = Field(
+        default=None,
+        description="A Chroma server (http://host:8000) instead of the embedded store.",
+    )
+    run_lease_s: float = Field(
+        default=15.0,
+        ge=1.0,
+        description=(
+            "With a Postgres database: how long a replica's claim on a run lasts without a "
+            "heartbeat before another replica takes the run over."
+        ),
+    )
+    worker_slots: int = Field(
+        default=8, ge=0, le=256, description="Runs one replica executes at once (0: none)."
+    )
     api_key: str | None = Field(
         default=None,
         description="Comma-separated API keys for the HTTP service; unset = no auth.",
@@ -114,8 +137,13 @@ class Settings(BaseSettings):
         return self.data_dir / "chroma"
 
     @property
-    def lexical_index_path(self) -> Path:
-        return self.data_dir / "lexical.sqlite"
+    def distributed(self) -> bool:
+        """Service state lives in a Postgres database that several replicas share."""
+        return (self.database_url or "").startswith(("postgres://", "postgresql://"))
+
+    @property
+    def lexical_index_location(self) -> Path | str:
+        return self.database_url if self.distributed else self.data_dir / "lexical.sqlite"
 
     @property
     def embedding_cache_path(self) -> Path:

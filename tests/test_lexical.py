@@ -27,8 +27,16 @@ def test_rrf_orders_by_summed_reciprocal_ranks():
     assert reciprocal_rank_fusion([["x"], []], k=5) == ["x"]
 
 
-def test_bm25_ranks_exact_terms_in_both_languages_and_persists(tmp_path):
-    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+@pytest.fixture(params=["sqlite", "postgres"])
+def index_location(request, tmp_path) -> object:
+    """Where an index lives: a SQLite file, or a Postgres database shared by replicas."""
+    if request.param == "sqlite":
+        return tmp_path / "lexical.sqlite"
+    return request.getfixturevalue("fresh_database")
+
+
+def test_bm25_ranks_exact_terms_in_both_languages_and_persists(index_location):
+    index = LexicalIndex(index_location, "kb")
     index.add(
         {
             "tesla": ("t", "Nikola Tesla died in 1943 in New York."),
@@ -39,16 +47,16 @@ def test_bm25_ranks_exact_terms_in_both_languages_and_persists(tmp_path):
     assert index.search("When did Tesla die?", 3)[0][0] == "tesla"
     assert index.search("特斯拉哪一年去世？", 3)[0][0] == "zh"
     assert index.search("bananas", 3) == []
-    assert LexicalIndex(tmp_path / "lexical.sqlite", "other").search("capital", 3) == []
+    assert LexicalIndex(index_location, "other").search("capital", 3) == []
     index.remove_documents(["p"])
     assert index.search("capital of France", 1) == []
     assert index.chunk_count() == 2 and index.chunk_ids() == {"tesla", "zh"}
 
 
-def test_bm25_scores_match_the_textbook_formula(tmp_path):
+def test_bm25_scores_match_the_textbook_formula(index_location):
     import math
 
-    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+    index = LexicalIndex(index_location, "kb")
     index.add({"a": ("a", "heron heron fish"), "b": ("b", "fish pond"), "c": ("c", "pond")})
     # "heron": df 1 of 3 chunks; chunk a has tf 2 and length 3, the average length is 2.
     idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
@@ -58,18 +66,17 @@ def test_bm25_scores_match_the_textbook_formula(tmp_path):
 
 
 def test_removing_a_chunk_drops_only_its_postings_and_merged_blobs_score_alike(
-    tmp_path, monkeypatch
+    index_location, monkeypatch
 ):
     from reflexrag.providers import lexical
 
     monkeypatch.setattr(lexical, "MAX_BLOCKS", 2)
-    index = LexicalIndex(tmp_path / "lexical.sqlite", "kb")
+    index = LexicalIndex(index_location, "kb")
     for n in range(5):  # five write batches: the term "heron" is merged past two blobs
         index.add({f"c{n}": (f"d{n}", "heron " * (n + 1) + "pond")})
-    blobs = index._db.execute("SELECT COUNT(*) FROM lexical_blocks WHERE term='heron'").fetchone()[
-        0
-    ]
-    assert blobs <= 2
+    with index._store.reading() as db:
+        query = "SELECT COUNT(*) FROM lexical_blocks WHERE term='heron'"
+        assert db.execute(query).fetchone()[0] <= 2
     assert [chunk for chunk, _ in index.search("heron", 5)] == ["c4", "c3", "c2", "c1", "c0"]
     index.remove_documents(["d3"])
     assert [chunk for chunk, _ in index.search("heron", 5)] == ["c4", "c2", "c1", "c0"]

@@ -6,14 +6,11 @@ Runs against SQLite, and against a private Postgres cluster when initdb/pg_ctl a
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
-import pwd
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,43 +54,6 @@ def start_server(data_dir: Path, port: int, **env: str) -> subprocess.Popen:
             time.sleep(0.2)
     process.kill()
     raise RuntimeError("server did not start within 90 s")
-
-
-def _tool(name: str) -> str | None:
-    return shutil.which(name) or next(iter(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")), None)
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    initdb, pg_ctl = _tool("initdb"), _tool("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("initdb/pg_ctl not installed")
-    # Not under pytest's private (0700, root-owned) temp root: the postgres user must reach it.
-    folder = Path(tempfile.mkdtemp(prefix="reflexrag-pg-"))
-    data, port = folder / "data", free_port()
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # postgres refuses to run as root
-        user = pwd.getpwnam("postgres")
-        os.chown(folder, user.pw_uid, user.pw_gid)
-        run_as = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*run_as, initdb, "-D", str(data), "-U", "postgres", "--auth=trust"],
-        check=True,
-        capture_output=True,
-    )
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-    subprocess.run(
-        [*run_as, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True
-        )
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
