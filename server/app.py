@@ -137,8 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 try:
                     yield
                 finally:
-                    for active in list(app.state.runs.active.values()):
-                        await app.state.runs.cancel(active, wait=True)
+                    await app.state.runs.close()
                     with contextlib.suppress(Exception):
                         await seeding
                     await store.close()

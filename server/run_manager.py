@@ -11,9 +11,10 @@ between them: two simultaneous requests can never both find the thread idle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -90,14 +91,105 @@ class RunSpec:
 
 
 @dataclass
+class RunOutcome:
+    """How a run's execution ended."""
+
+    status: str = "success"
+    """success, error or interrupted."""
+    thread_status: str = "idle"
+    final_values: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+Publish = Callable[[str, Any], Awaitable[None]]
+
+
+def graph_config(spec: RunSpec, checkpoint_id: str | None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": spec.graph_thread}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    config: dict[str, Any] = {"configurable": configurable}
+    if spec.recursion_limit:
+        config["recursion_limit"] = spec.recursion_limit
+    return config
+
+
+async def latest_checkpoint_id(checkpointers: Checkpointers, graph_thread: str) -> str | None:
+    latest = await checkpointers.shared.aget_tuple({"configurable": {"thread_id": graph_thread}})
+    return latest.config["configurable"]["checkpoint_id"] if latest else None
+
+
+async def execute_graph(
+    spec: RunSpec, checkpointers: Checkpointers, publish: Publish, *, resume: bool = False
+) -> RunOutcome:
+    """Stream the run's graph, publishing LangGraph Server's events, and read the thread's
+    final state. ``resume`` continues the thread from its latest checkpoint (a run taken over
+    after its worker died) instead of starting from the run's input. A failure is reported,
+    never raised; cancellation ends the run as interrupted, resumable from its last step."""
+    outcome = RunOutcome()
+    graph = compile_strategy(spec.graph_id, checkpointers.for_run())
+    if resume:
+        graph_input, config = None, graph_config(spec, None)
+    else:
+        graph_input = Command(**spec.command) if spec.command else spec.input
+        config = graph_config(spec, spec.checkpoint_id)
+    try:
+        async for item in graph.astream(
+            graph_input,
+            config,
+            context=spec.context,
+            stream_mode=sorted({STREAM_MODES[mode] for mode in spec.stream_modes}),
+            subgraphs=spec.stream_subgraphs,
+            interrupt_before=spec.interrupt_before,
+            interrupt_after=spec.interrupt_after,
+            durability="sync",
+        ):
+            namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
+            # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
+            await publish("|".join([mode, *namespace]), jsonable(chunk))
+    except asyncio.CancelledError:
+        outcome.status = "interrupted"
+    except Exception as exc:  # a failing run is reported to the client, never re-raised
+        if isinstance(exc, ModelServerError):
+            log.warning("run on thread %s failed: %s", spec.thread_id, exc)
+        else:
+            log.exception("run on thread %s failed", spec.thread_id)
+        outcome.status = outcome.thread_status = "error"
+        outcome.error = {"error": type(exc).__name__, "message": str(exc)}
+        await asyncio.shield(publish("error", outcome.error))
+    await asyncio.shield(_read_final_state(graph, spec, outcome))
+    return outcome
+
+
+async def _read_final_state(graph: Any, spec: RunSpec, outcome: RunOutcome) -> None:
+    """Record the thread's final values; a thread with a next step or pending task is
+    interrupted (resumable), not idle."""
+    try:
+        snapshot = await graph.aget_state({"configurable": {"thread_id": spec.graph_thread}})
+    except Exception:
+        log.exception("reading the final state of thread %s failed", spec.thread_id)
+        return
+    values = jsonable(snapshot.values)
+    if snapshot.interrupts:
+        values["__interrupt__"] = jsonable(snapshot.interrupts)
+    outcome.final_values = values
+    if outcome.status != "error" and (snapshot.next or snapshot.tasks):
+        outcome.thread_status = "interrupted"
+
+
+def result_of(outcome_error: dict[str, str] | None, values: dict[str, Any] | None) -> dict:
+    """What ``wait`` and ``join`` answer: the final values, or the error."""
+    return {"__error__": outcome_error} if outcome_error else (values or {})
+
+
+@dataclass
 class ActiveRun:
     run: dict[str, Any]
     spec: RunSpec
     events: list[tuple[str, Any]] = field(default_factory=list)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-    final_values: dict[str, Any] | None = None
-    error: dict[str, str] | None = None
+    outcome: RunOutcome | None = None
     start_checkpoint_id: str | None = None
     """The thread's checkpoint when this run began: where a rollback returns to."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -106,7 +198,7 @@ class ActiveRun:
     def run_id(self) -> str:
         return self.run["run_id"]
 
-    def publish(self, event: str, data: Any) -> None:
+    async def publish(self, event: str, data: Any) -> None:
         self.events.append((event, data))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -125,6 +217,8 @@ class ActiveRun:
 
 
 class RunManager:
+    """Runs of one process: each an asyncio task, its events buffered in memory."""
+
     def __init__(self, store: ServiceStore, checkpointers: Checkpointers) -> None:
         self.store = store
         self.checkpointers = checkpointers
@@ -137,14 +231,18 @@ class RunManager:
         for run_id in finished[: max(0, len(finished) - keep)]:
             del self.active[run_id]
 
-    def busy(self, graph_thread: str) -> ActiveRun | None:
+    def _busy(self, graph_thread: str) -> ActiveRun | None:
         current = self.by_thread.get(graph_thread)
         return current if current and not current.finished.is_set() else None
 
-    async def start(self, spec: RunSpec) -> ActiveRun:
+    async def busy(self, graph_thread: str) -> bool:
+        """Whether the thread has a run in progress (or queued)."""
+        return self._busy(graph_thread) is not None
+
+    async def start(self, spec: RunSpec) -> dict[str, Any]:
         """Create the run record and start it (or queue it behind the thread's current run)."""
         # Check and claim the thread in one step (no await in between).
-        previous = self.busy(spec.graph_thread)
+        previous = self._busy(spec.graph_thread)
         if previous and spec.multitask_strategy == "reject":
             raise RunConflictError(
                 f"thread {spec.thread_id} already has run {previous.run_id} in progress; "
@@ -172,72 +270,74 @@ class RunManager:
                 self.by_thread.pop(spec.graph_thread, None)
             raise
         active.task = asyncio.create_task(self._execute(active, previous))
-        return active
+        return active.run
 
-    async def cancel(self, active: ActiveRun, wait: bool) -> None:
-        if active.task is not None and not active.finished.is_set():
+    async def tracks(self, run_id: str) -> bool:
+        """Whether this manager can still stream or wait for the run."""
+        return run_id in self.active
+
+    def events(self, run_id: str) -> AsyncIterator[tuple[str, Any]]:
+        return self.active[run_id].subscribe()
+
+    async def wait(self, run_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the run to end; whether it has."""
+        finished = self.active[run_id].finished
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(finished.wait(), timeout)
+        return finished.is_set()
+
+    async def result(self, run_id: str) -> dict[str, Any]:
+        outcome = self.active[run_id].outcome or RunOutcome()
+        return result_of(outcome.error, outcome.final_values)
+
+    def cancel_soon(self, run_id: str) -> None:
+        """Ask the run to stop, without waiting (a client hung up)."""
+        active = self.active.get(run_id)
+        if active is not None and active.task is not None and not active.finished.is_set():
             active.task.cancel()
+
+    async def cancel(self, run_id: str, wait: bool = False) -> None:
+        active = self.active.get(run_id)
+        if active is None:
+            return
+        self.cancel_soon(run_id)
         if wait:
             await active.finished.wait()
 
-    def _graph_input(self, spec: RunSpec) -> Any:
-        if spec.command:
-            return Command(**spec.command)
-        return spec.input
+    async def cancel_thread(self, graph_thread: str) -> None:
+        """Stop the thread's current run and wait until it has."""
+        if (active := self._busy(graph_thread)) is not None:
+            await self.cancel(active.run_id, wait=True)
+
+    async def close(self) -> None:
+        for run_id in list(self.active):
+            await self.cancel(run_id, wait=True)
 
     async def _execute(self, active: ActiveRun, previous: ActiveRun | None) -> None:
         spec = active.spec
-        status, thread_status = "success", "idle"
-        graph = compile_strategy(spec.graph_id, self.checkpointers.for_run())
+        outcome = RunOutcome(status="interrupted")
         try:
             if previous is not None:
                 if spec.multitask_strategy in ("interrupt", "rollback"):
-                    await self.cancel(previous, wait=True)
+                    await self.cancel(previous.run_id, wait=True)
                 else:
                     await previous.finished.wait()
                 if spec.multitask_strategy == "rollback":
                     await self._roll_back(previous, spec)
-            active.start_checkpoint_id = await self._latest_checkpoint_id(spec.graph_thread)
+            active.start_checkpoint_id = await latest_checkpoint_id(
+                self.checkpointers, spec.graph_thread
+            )
             await self.store.update_thread(
                 spec.thread_id, spec.owner, status="busy", graph_id=spec.graph_id
             )
             await self.store.set_run_status(active.run_id, "running")
-            active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
-            async for item in graph.astream(
-                self._graph_input(spec),
-                self._config(spec),
-                context=spec.context,
-                stream_mode=sorted({STREAM_MODES[mode] for mode in spec.stream_modes}),
-                subgraphs=spec.stream_subgraphs,
-                interrupt_before=spec.interrupt_before,
-                interrupt_after=spec.interrupt_after,
-                durability="sync",
-            ):
-                namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
-                # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
-                event = "|".join([mode, *namespace])
-                active.publish(event, jsonable(chunk))
+            await active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
+            outcome = await execute_graph(spec, self.checkpointers, active.publish)
         except asyncio.CancelledError:
-            status = "interrupted"
-        except Exception as exc:  # a failing run is reported to the client, never re-raised
-            if isinstance(exc, ModelServerError):
-                log.warning("run %s failed: %s", active.run_id, exc)
-            else:
-                log.exception("run %s failed", active.run_id)
-            status, thread_status = "error", "error"
-            active.error = {"error": type(exc).__name__, "message": str(exc)}
-            active.publish("error", active.error)
+            pass  # cancelled while queued behind another run
         finally:
-            thread_status = await asyncio.shield(
-                self._final_state(active, graph, status, thread_status)
-            )
-            await asyncio.shield(self._settle(active, status, thread_status))
-
-    async def _latest_checkpoint_id(self, graph_thread: str) -> str | None:
-        latest = await self.checkpointers.shared.aget_tuple(
-            {"configurable": {"thread_id": graph_thread}}
-        )
-        return latest.config["configurable"]["checkpoint_id"] if latest else None
+            active.outcome = outcome
+            await asyncio.shield(self._settle(active, outcome))
 
     async def _roll_back(self, previous: ActiveRun, spec: RunSpec) -> None:
         """Undo an interrupted run: the thread continues (``spec``) from the checkpoint before
@@ -249,46 +349,16 @@ class RunManager:
         await self.store.delete_run(previous.run_id, previous.spec.owner)
         self.active.pop(previous.run_id, None)
 
-    @staticmethod
-    def _config(spec: RunSpec) -> dict[str, Any]:
-        configurable: dict[str, Any] = {"thread_id": spec.graph_thread}
-        if spec.checkpoint_id:
-            configurable["checkpoint_id"] = spec.checkpoint_id
-        config: dict[str, Any] = {"configurable": configurable}
-        if spec.recursion_limit:
-            config["recursion_limit"] = spec.recursion_limit
-        return config
-
-    async def _final_state(
-        self, active: ActiveRun, graph: Any, status: str, thread_status: str
-    ) -> str:
-        """Record the thread's final values; a thread with a next step or pending task is
-        interrupted (resumable), not idle."""
-        try:
-            snapshot = await graph.aget_state(
-                {"configurable": {"thread_id": active.spec.graph_thread}}
-            )
-        except Exception:
-            log.exception("reading the final state of run %s failed", active.run_id)
-            return thread_status
-        values = jsonable(snapshot.values)
-        if snapshot.interrupts:
-            values["__interrupt__"] = jsonable(snapshot.interrupts)
-        active.final_values = values
-        if status != "error" and (snapshot.next or snapshot.tasks):
-            return "interrupted"
-        return thread_status
-
-    async def _settle(self, active: ActiveRun, status: str, thread_status: str) -> None:
+    async def _settle(self, active: ActiveRun, outcome: RunOutcome) -> None:
         spec = active.spec
         await self.store.set_run_status(
-            active.run_id, status, active.error["message"] if active.error else None
+            active.run_id, outcome.status, outcome.error["message"] if outcome.error else None
         )
         if spec.delete_thread_after:
             await self.checkpointers.shared.adelete_thread(spec.graph_thread)
             await self.store.delete_thread(spec.thread_id, spec.owner)
         elif self.by_thread.get(spec.graph_thread) is active:
-            await self.store.update_thread(spec.thread_id, spec.owner, status=thread_status)
+            await self.store.update_thread(spec.thread_id, spec.owner, status=outcome.thread_status)
         active.finished.set()
         active._changed.set()
         self._forget_old_runs()

@@ -1,7 +1,10 @@
 """Thread and run records of the HTTP service (the graph state itself lives in the checkpointer).
 
 A small SQLite database beside the checkpoints keeps who owns a thread, its metadata and
-status, and every run's status, so threads and runs survive a restart.
+status, and every run's status, so threads and runs survive a restart. With
+``REFLEXRAG_DATABASE_URL`` on Postgres the same tables live there, shared by every replica, next
+to the run queue of :mod:`server.run_queue`. The queries are written once, in SQLite's
+placeholder style; :class:`_PostgresDatabase` translates them.
 
 Thread ids are scoped to their owner (the API key): two keys may hold threads with the same
 id without either learning of the other. Each thread row names the key of its checkpoints
@@ -15,7 +18,7 @@ import uuid
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiosqlite
 
@@ -52,7 +55,88 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _thread(row: aiosqlite.Row) -> dict[str, Any]:
+# Postgres has no user functions in Python: the same containment test, in SQL. A stored value
+# must equal the wanted one as JSON (``true`` is not ``1``).
+_POSTGRES_FUNCTIONS = """
+CREATE OR REPLACE FUNCTION metadata_contains(stored TEXT, wanted TEXT) RETURNS BOOLEAN
+LANGUAGE SQL IMMUTABLE AS $$
+    SELECT NOT EXISTS (
+        SELECT 1 FROM jsonb_each(wanted::jsonb) AS w
+        WHERE (stored::jsonb -> w.key) IS DISTINCT FROM w.value
+    )
+$$
+"""
+
+
+class StoredTextError(ValueError):
+    """Text the database cannot hold (Postgres refuses NUL characters)."""
+
+
+class Database(Protocol):
+    """The few calls the service makes of its database; rows come back as dicts."""
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int: ...
+
+    async def fetchone(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None: ...
+
+    async def fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+class _SqliteDatabase:
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self.db = db
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        cursor = await self.db.execute(sql, params)
+        await self.db.commit()
+        return cursor.rowcount
+
+    async def fetchone(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None:
+        row = await (await self.db.execute(sql, params)).fetchone()
+        return dict(row) if row else None
+
+    async def fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        return [dict(row) for row in await (await self.db.execute(sql, params)).fetchall()]
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+def _postgres_sql(sql: str, params: tuple[Any, ...]) -> str:
+    for value in params:
+        if isinstance(value, str) and ("\x00" in value or "\\u0000" in value):
+            raise StoredTextError("text with NUL characters cannot be stored or searched for")
+    return sql.replace("?", "%s")
+
+
+class _PostgresDatabase:
+    """A shared connection pool (autocommit: each statement is its own transaction)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            return cursor.rowcount
+
+    async def fetchone(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None:
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            return await cursor.fetchone()
+
+    async def fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            return await cursor.fetchall()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+def _thread(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "thread_id": row["thread_id"],
         "created_at": row["created_at"],
@@ -107,7 +191,7 @@ def graph_thread_of(owner: str, thread_id: str) -> str:
     return f"{owner}:{thread_id}" if owner else thread_id
 
 
-def _run(row: aiosqlite.Row) -> dict[str, Any]:
+def _run(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": row["run_id"],
         "thread_id": row["thread_id"],
@@ -125,7 +209,7 @@ def _run(row: aiosqlite.Row) -> dict[str, Any]:
 class ServiceStore:
     """Async access to the thread and run tables."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     @classmethod
@@ -140,21 +224,32 @@ class ServiceStore:
         await db.executescript(_SCHEMA)
         await _add_run_kwargs(db)
         await db.commit()
-        return cls(db)
+        return cls(_SqliteDatabase(db))
+
+    @classmethod
+    async def open_postgres(cls, pool: Any) -> ServiceStore:
+        """The tables in a Postgres database (``pool`` yields autocommit, dict-row
+        connections); replicas starting together create them once."""
+        async with pool.connection() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(hashtext('service:schema'))")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    await connection.execute(statement)
+            await connection.execute(_POSTGRES_FUNCTIONS)
+        return cls(_PostgresDatabase(pool))
 
     async def close(self) -> None:
         await self.db.close()
 
     async def recover_after_restart(self) -> int:
         """Runs that were in flight when the process died are marked as interrupted."""
-        cursor = await self.db.execute(
+        changed = await self.db.execute(
             "UPDATE runs SET status='interrupted', error='server restarted', updated_at=? "
             "WHERE status IN ('pending', 'running')",
             (now(),),
         )
         await self.db.execute("UPDATE threads SET status='interrupted' WHERE status='busy'")
-        await self.db.commit()
-        return cursor.rowcount
+        return changed
 
     async def create_thread(
         self, owner: str, metadata: dict[str, Any], thread_id: str | None = None
@@ -172,14 +267,12 @@ class ServiceStore:
                 graph_thread_of(owner, thread_id),
             ),
         )
-        await self.db.commit()
         return await self.get_thread(thread_id, owner)  # type: ignore[return-value]
 
     async def get_thread(self, thread_id: str, owner: str) -> dict[str, Any] | None:
-        cursor = await self.db.execute(
+        row = await self.db.fetchone(
             "SELECT * FROM threads WHERE thread_id=? AND owner=?", (thread_id, owner)
         )
-        row = await cursor.fetchone()
         return _thread(row) if row else None
 
     async def update_thread(self, thread_id: str, owner: str, **fields: Any) -> None:
@@ -191,14 +284,12 @@ class ServiceStore:
             f"UPDATE threads SET {assignments} WHERE thread_id=? AND owner=?",
             (*fields.values(), thread_id, owner),
         )
-        await self.db.commit()
 
     async def delete_thread(self, thread_id: str, owner: str) -> None:
         await self.db.execute("DELETE FROM runs WHERE thread_id=? AND owner=?", (thread_id, owner))
         await self.db.execute(
             "DELETE FROM threads WHERE thread_id=? AND owner=?", (thread_id, owner)
         )
-        await self.db.commit()
 
     async def search_threads(
         self,
@@ -210,16 +301,14 @@ class ServiceStore:
     ) -> list[dict[str, Any]]:
         where, params = _thread_filter(owner, metadata, status)
         query = f"SELECT * FROM threads WHERE {where} ORDER BY created_at DESC LIMIT ? OFFSET ?"
-        cursor = await self.db.execute(query, (*params, limit, offset))
-        return [_thread(row) for row in await cursor.fetchall()]
+        return [_thread(row) for row in await self.db.fetchall(query, (*params, limit, offset))]
 
     async def count_threads(
         self, owner: str, metadata: dict[str, Any] | None, status: str | None
     ) -> int:
         where, params = _thread_filter(owner, metadata, status)
-        cursor = await self.db.execute(f"SELECT count(*) FROM threads WHERE {where}", params)
-        (count,) = await cursor.fetchone()
-        return count
+        row = await self.db.fetchone(f"SELECT count(*) AS n FROM threads WHERE {where}", params)
+        return row["n"] if row else 0
 
     async def create_run(
         self,
@@ -248,33 +337,29 @@ class ServiceStore:
                 json.dumps(kwargs or {}, default=str),
             ),
         )
-        await self.db.commit()
         return await self.get_run(run_id, owner)  # type: ignore[return-value]
 
     async def get_run(self, run_id: str, owner: str) -> dict[str, Any] | None:
-        cursor = await self.db.execute(
+        row = await self.db.fetchone(
             "SELECT * FROM runs WHERE run_id=? AND owner=?", (run_id, owner)
         )
-        row = await cursor.fetchone()
         return _run(row) if row else None
 
     async def list_runs(self, thread_id: str, owner: str, limit: int) -> list[dict[str, Any]]:
-        cursor = await self.db.execute(
+        rows = await self.db.fetchall(
             "SELECT * FROM runs WHERE thread_id=? AND owner=? ORDER BY created_at DESC LIMIT ?",
             (thread_id, owner, limit),
         )
-        return [_run(row) for row in await cursor.fetchall()]
+        return [_run(row) for row in rows]
 
     async def delete_run(self, run_id: str, owner: str) -> None:
         await self.db.execute("DELETE FROM runs WHERE run_id=? AND owner=?", (run_id, owner))
-        await self.db.commit()
 
     async def set_run_status(self, run_id: str, status: str, error: str | None = None) -> None:
         await self.db.execute(
             "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=?",
             (status, error, now(), run_id),
         )
-        await self.db.commit()
 
 
 async def _add_run_kwargs(db: aiosqlite.Connection) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -21,7 +20,7 @@ from reflexrag.server.deps import (
     store,
 )
 from reflexrag.server.routes.assistants import resolve_assistant
-from reflexrag.server.run_manager import UNSUPPORTED_STREAM_MODES, ActiveRun, RunSpec
+from reflexrag.server.run_manager import UNSUPPORTED_STREAM_MODES, RunSpec
 from reflexrag.server.schemas import RunCreate
 from reflexrag.server.serialize import dumps, jsonable
 from reflexrag.state import Context
@@ -64,7 +63,9 @@ def validate_input(body: RunCreate, graph_id: str) -> None:
 
 async def start_run(
     request: Request, owner: str, body: RunCreate, thread_id: str | None
-) -> ActiveRun:
+) -> dict[str, Any]:
+    """Validate the request, make its thread if needed, and start (or queue) the run: its
+    record."""
     strategy = resolve_assistant(body.assistant_id)
     validate_input(body, strategy.name)
     context = build_context(body)
@@ -115,7 +116,7 @@ async def start_run(
 
 async def require_paused(request: Request, thread: dict[str, Any]) -> None:
     """A ``resume`` answers an ``interrupt()``: 409 when the thread has none waiting."""
-    if runs(request).busy(thread["graph_thread"]) is not None:
+    if await runs(request).busy(thread["graph_thread"]):
         return  # the current run may still pause; the queued resume is checked by LangGraph
     snapshot = await snapshot_of(request, thread)
     if snapshot is None or not snapshot.interrupts:
@@ -124,18 +125,22 @@ async def require_paused(request: Request, thread: dict[str, Any]) -> None:
         )
 
 
-def sse_response(active: ActiveRun, on_disconnect: str) -> StreamingResponse:
-    async def frames() -> AsyncIterator[str]:
-        try:
-            async for event, data in active.subscribe():
-                yield f"event: {event}\ndata: {dumps(data)}\n\n"
-        finally:
-            # The client went away (or the stream ended): stop the run if asked to; it
-            # stays resumable from its last checkpoint.
-            if on_disconnect == "cancel" and not active.finished.is_set():
-                active.task.cancel()
+def sse_response(request: Request, run: dict[str, Any], on_disconnect: str) -> StreamingResponse:
+    manager = runs(request)
 
-    location = f"/threads/{active.spec.thread_id}/runs/{active.run_id}"
+    async def frames() -> AsyncIterator[str]:
+        finished = False
+        try:
+            async for event, data in manager.events(run["run_id"]):
+                yield f"event: {event}\ndata: {dumps(data)}\n\n"
+            finished = True
+        finally:
+            # The client went away: stop the run if asked to; it stays resumable from its
+            # last checkpoint.
+            if on_disconnect == "cancel" and not finished:
+                manager.cancel_soon(run["run_id"])
+
+    location = f"/threads/{run['thread_id']}/runs/{run['run_id']}"
     return StreamingResponse(
         frames(),
         media_type="text/event-stream",
@@ -143,57 +148,53 @@ def sse_response(active: ActiveRun, on_disconnect: str) -> StreamingResponse:
     )
 
 
-async def wait_result(request: Request, active: ActiveRun, on_disconnect: str) -> dict:
+async def wait_result(request: Request, run_id: str, on_disconnect: str) -> dict:
     """The run's final values once it ends; a client that hangs up first cancels it, unless
     it asked for ``on_disconnect: continue``."""
-    while not active.finished.is_set():
-        try:
-            await asyncio.wait_for(active.finished.wait(), timeout=0.5)
-        except TimeoutError:
-            if on_disconnect == "cancel" and await request.is_disconnected():
-                await runs(request).cancel(active, wait=True)
-    if active.error:
-        return {"__error__": active.error}
-    return active.final_values or {}
+    manager = runs(request)
+    while not await manager.wait(run_id, timeout=0.5):
+        if on_disconnect == "cancel" and await request.is_disconnected():
+            await manager.cancel(run_id, wait=True)
+    return await manager.result(run_id)
 
 
 @router.post("/threads/{thread_id}/runs/stream", responses=_STARTS)
 async def stream_thread_run(
     request: Request, thread_id: str, body: RunCreate, owner: Owner
 ) -> StreamingResponse:
-    active = await start_run(request, owner, body, thread_id)
-    return sse_response(active, body.on_disconnect)
+    run = await start_run(request, owner, body, thread_id)
+    return sse_response(request, run, body.on_disconnect)
 
 
 @router.post("/runs/stream", responses=_STARTS)
 async def stream_stateless_run(
     request: Request, body: RunCreate, owner: Owner
 ) -> StreamingResponse:
-    active = await start_run(request, owner, body, None)
-    return sse_response(active, body.on_disconnect)
+    run = await start_run(request, owner, body, None)
+    return sse_response(request, run, body.on_disconnect)
 
 
 @router.post("/threads/{thread_id}/runs/wait", responses=_STARTS)
 async def wait_thread_run(
     request: Request, thread_id: str, body: RunCreate, owner: Owner
 ) -> dict[str, Any]:
-    active = await start_run(request, owner, body, thread_id)
-    return await wait_result(request, active, body.on_disconnect)
+    run = await start_run(request, owner, body, thread_id)
+    return await wait_result(request, run["run_id"], body.on_disconnect)
 
 
 @router.post("/runs/wait", responses=_STARTS)
 async def wait_stateless_run(request: Request, body: RunCreate, owner: Owner) -> dict:
-    active = await start_run(request, owner, body, None)
-    return await wait_result(request, active, body.on_disconnect)
+    run = await start_run(request, owner, body, None)
+    return await wait_result(request, run["run_id"], body.on_disconnect)
 
 
 @router.post("/threads/{thread_id}/runs", responses=_STARTS)
 async def create_background_run(
     request: Request, thread_id: str, body: RunCreate, owner: Owner
 ) -> JSONResponse:
-    active = await start_run(request, owner, body, thread_id)
-    location = f"/threads/{thread_id}/runs/{active.run_id}"
-    return JSONResponse(active.run, headers={"Content-Location": location})
+    run = await start_run(request, owner, body, thread_id)
+    location = f"/threads/{thread_id}/runs/{run['run_id']}"
+    return JSONResponse(run, headers={"Content-Location": location})
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -219,9 +220,8 @@ async def get_run(request: Request, thread_id: str, run_id: str, owner: Owner) -
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(request: Request, thread_id: str, run_id: str, owner: Owner) -> dict:
     await owned_run(request, thread_id, run_id, owner)
-    active = runs(request).active.get(run_id)
-    if active is not None:
-        return await wait_result(request, active, "continue")
+    if await runs(request).tracks(run_id):
+        return await wait_result(request, run_id, "continue")
     thread = await owned_thread(request, thread_id, owner)
     snapshot = await snapshot_of(request, thread)
     return jsonable(snapshot.values) if snapshot else {}
@@ -231,11 +231,10 @@ async def join_run(request: Request, thread_id: str, run_id: str, owner: Owner) 
 async def join_run_stream(
     request: Request, thread_id: str, run_id: str, owner: Owner
 ) -> StreamingResponse:
-    await owned_run(request, thread_id, run_id, owner)
-    active = runs(request).active.get(run_id)
-    if active is None:
+    run = await owned_run(request, thread_id, run_id, owner)
+    if not await runs(request).tracks(run_id):
         raise HTTPException(404, f"run {run_id} is no longer streaming")
-    return sse_response(active, "continue")
+    return sse_response(request, run, "continue")
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, responses=errors(501))
@@ -254,7 +253,5 @@ async def cancel_run(
             "cancel action 'rollback' is not supported; use 'interrupt', or start the next "
             "run with multitask_strategy 'rollback'",
         )
-    active = runs(request).active.get(run_id)
-    if active is not None:
-        await runs(request).cancel(active, wait)
+    await runs(request).cancel(run_id, wait)
     return await owned_run(request, thread_id, run_id, owner)

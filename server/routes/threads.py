@@ -112,8 +112,7 @@ async def copy_thread(request: Request, thread_id: str, owner: Owner) -> Respons
 @router.delete("/{thread_id}", status_code=204, responses=errors(404))
 async def delete_thread(request: Request, thread_id: str, owner: Owner) -> Response:
     thread = await owned_thread(request, thread_id, owner)
-    if (active := runs(request).busy(thread["graph_thread"])) is not None:
-        await runs(request).cancel(active, wait=True)
+    await runs(request).cancel_thread(thread["graph_thread"])
     await request.app.state.checkpointer.adelete_thread(thread["graph_thread"])
     await store(request).delete_thread(thread_id, owner)
     return Response(status_code=204)
@@ -152,7 +151,7 @@ async def update_state(
     same_thread(thread_id, checkpoint.thread_id)
     if not thread["graph_id"]:
         raise HTTPException(409, f"thread {thread_id} has no state yet: run it first")
-    if runs(request).busy(thread["graph_thread"]) is not None:
+    if await runs(request).busy(thread["graph_thread"]):
         raise HTTPException(409, f"thread {thread_id} is busy; update its state after the run")
     configurable = {"thread_id": thread["graph_thread"]}
     if checkpoint.checkpoint_id:
