@@ -35,7 +35,9 @@ class Checkpointers:
 async def open_checkpointers(settings: Settings | None = None) -> AsyncIterator[Checkpointers]:
     """Open the configured checkpoint store; closes its connections on exit."""
     settings = settings or get_settings()
-    url = settings.checkpointer_url or f"sqlite:///{settings.checkpoint_path}"
+    url = settings.checkpointer_url or (
+        settings.database_url if settings.distributed else f"sqlite:///{settings.checkpoint_path}"
+    )
     if url.startswith(("postgres://", "postgresql://")):
         async with _postgres(url) as checkpointers:
             yield checkpointers
@@ -65,7 +67,15 @@ async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     async with AsyncConnectionPool(url, kwargs=kwargs, max_size=20, open=False) as pool:
         shared = AsyncPostgresSaver(pool)
-        await shared.setup()
+        # Replicas starting together would race on the saver's migrations: one at a time.
+        async with pool.connection() as connection:
+            await connection.execute("SELECT pg_advisory_lock(hashtext('checkpoints:setup'))")
+            try:
+                await shared.setup()
+            finally:
+                await connection.execute(
+                    "SELECT pg_advisory_unlock(hashtext('checkpoints:setup'))"
+                )
         yield Checkpointers(shared, lambda: AsyncPostgresSaver(pool))
 
 

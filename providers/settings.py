@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -128,6 +128,13 @@ class Settings(BaseSettings):
         default=0.0, description="Test only: sleep this long before each judge/KB call."
     )
 
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_only(cls, url: str | None) -> str | None:
+        if url and not url.startswith(("postgres://", "postgresql://")):
+            raise ValueError("must be a postgresql:// URL (leave it unset for SQLite files)")
+        return url or None
+
     @property
     def api_keys(self) -> list[str]:
         return [key.strip() for key in (self.api_key or "").split(",") if key.strip()]
@@ -142,8 +149,16 @@ class Settings(BaseSettings):
         return (self.database_url or "").startswith(("postgres://", "postgresql://"))
 
     @property
+    def shared_knowledge_bases(self) -> bool:
+        """Knowledge bases live on a Chroma server with their keyword index in Postgres, so
+        every replica (and any CLI pointed at them) reads and writes the same documents."""
+        return bool(self.chroma_url) and self.distributed
+
+    @property
     def lexical_index_location(self) -> Path | str:
-        return self.database_url if self.distributed else self.data_dir / "lexical.sqlite"
+        if self.shared_knowledge_bases:
+            return self.database_url  # type: ignore[return-value]
+        return self.data_dir / "lexical.sqlite"
 
     @property
     def embedding_cache_path(self) -> Path:

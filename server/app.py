@@ -23,14 +23,15 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from reflexrag.providers.checkpointer import open_checkpointers
+from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
 from reflexrag.providers.knowledge_base import KnowledgeBaseError, exclusive_writer
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
 from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
 from reflexrag.server.routes.system import VERSION
 from reflexrag.server.run_manager import RunConflictError, RunManager
-from reflexrag.server.store import ServiceStore
+from reflexrag.server.run_queue import RunQueue
+from reflexrag.server.store import ServiceStore, StoredTextError
 
 log = logging.getLogger("reflexrag.server")
 STATIC_DIR = Path(__file__).parent / "static"
@@ -113,6 +114,34 @@ class BrowserRequestGuard:
         return await self.app(scope, receive, send)
 
 
+async def _open_service_state(
+    settings: Settings, checkpointers: Checkpointers, stack: contextlib.AsyncExitStack
+) -> tuple[ServiceStore, RunManager | RunQueue]:
+    """Threads, runs and their executor: SQLite and in-process tasks for one process, or
+    Postgres and a run queue that every replica shares."""
+    if not settings.distributed:
+        store = await ServiceStore.open(settings.data_dir / "service.sqlite")
+        stack.push_async_callback(store.close)
+        await store.recover_after_restart()
+        return store, RunManager(store, checkpointers)
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    pool = AsyncConnectionPool(
+        settings.database_url,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        max_size=20,
+        open=False,
+    )
+    await pool.open()
+    stack.push_async_callback(pool.close)
+    store = await ServiceStore.open_postgres(pool)
+    queue = await RunQueue.open(
+        store, checkpointers, settings.database_url, settings.run_lease_s, settings.worker_slots
+    )
+    return store, queue
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The service. ``settings`` governs the service's own state (auth, limits, the thread
     table, checkpoints); knowledge bases and models are read by the graphs from the process
@@ -121,26 +150,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        with exclusive_writer(settings.data_dir, "a reflexrag server"):
-            store = await ServiceStore.open(settings.data_dir / "service.sqlite")
-            await store.recover_after_restart()
-            # The port opens at once; the sample KB is seeded (embedded on a fresh data dir)
-            # in the background, and a run that needs it first waits for the same seeding.
-            log.info("seeding the default knowledge base in the background if it is empty")
-            seeding = asyncio.create_task(
-                asyncio.to_thread(ensure_sample_kb, get_settings().default_kb)
-            )
-            async with open_checkpointers(settings) as checkpointers:
+        # Embedded stores are written by one process at a time; shared ones by any replica.
+        holding = (
+            contextlib.nullcontext()
+            if settings.shared_knowledge_bases
+            else exclusive_writer(settings.data_dir, "a reflexrag server")
+        )
+        with holding:
+            async with contextlib.AsyncExitStack() as stack:
+                checkpointers = await stack.enter_async_context(open_checkpointers(settings))
+                store, manager = await _open_service_state(settings, checkpointers, stack)
+                # The port opens at once; the sample KB is seeded (embedded on a fresh data
+                # dir) in the background, and a run that needs it first waits for the same
+                # seeding.
+                log.info("seeding the default knowledge base in the background if it is empty")
+                seeding = asyncio.create_task(
+                    asyncio.to_thread(ensure_sample_kb, get_settings().default_kb)
+                )
                 app.state.store = store
                 app.state.checkpointer = checkpointers.shared
-                app.state.runs = RunManager(store, checkpointers)
+                app.state.runs = manager
                 try:
                     yield
                 finally:
-                    await app.state.runs.close()
+                    await manager.close()
                     with contextlib.suppress(Exception):
                         await seeding
-                    await store.close()
 
     app = FastAPI(
         title="reflexrag",
@@ -159,6 +194,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(KnowledgeBaseError)
     async def kb_error(request: Request, exc: KnowledgeBaseError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(StoredTextError)
+    async def unstorable(request: Request, exc: StoredTextError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @app.exception_handler(RunConflictError)

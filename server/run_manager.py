@@ -15,7 +15,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from langgraph.types import Command
@@ -73,6 +73,14 @@ class RunSpec:
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
     """Breakpoints: the run pauses before / after these nodes and resumes with no input."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, as JSON: a run queued for another process."""
+        return asdict(self)  # the context, a dataclass too, becomes a dict
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSpec:
+        return cls(**{**data, "context": Context(**data["context"])})
 
     def kwargs(self) -> dict[str, Any]:
         """What the run was asked to do, as LangGraph Server reports it on a run."""

@@ -104,7 +104,8 @@ class _SqliteDatabase:
         await self.db.close()
 
 
-def _postgres_sql(sql: str, params: tuple[Any, ...]) -> str:
+def postgres_sql(sql: str, params: tuple[Any, ...]) -> str:
+    """``sql`` with psycopg's placeholders; NUL in a parameter is refused with a clear error."""
     for value in params:
         if isinstance(value, str) and ("\x00" in value or "\\u0000" in value):
             raise StoredTextError("text with NUL characters cannot be stored or searched for")
@@ -119,17 +120,17 @@ class _PostgresDatabase:
 
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         async with self.pool.connection() as connection:
-            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            cursor = await connection.execute(postgres_sql(sql, params), params)
             return cursor.rowcount
 
     async def fetchone(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None:
         async with self.pool.connection() as connection:
-            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            cursor = await connection.execute(postgres_sql(sql, params), params)
             return await cursor.fetchone()
 
     async def fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         async with self.pool.connection() as connection:
-            cursor = await connection.execute(_postgres_sql(sql, params), params)
+            cursor = await connection.execute(postgres_sql(sql, params), params)
             return await cursor.fetchall()
 
     async def close(self) -> None:
@@ -189,6 +190,36 @@ def graph_thread_of(owner: str, thread_id: str) -> str:
     """The checkpointer's key for a new thread: the id itself without API keys, else
     qualified by the owner so that owners cannot reach each other's checkpoints."""
     return f"{owner}:{thread_id}" if owner else thread_id
+
+
+INSERT_RUN = (
+    "INSERT INTO runs (run_id, thread_id, assistant_id, owner, created_at, updated_at, "
+    "status, metadata, multitask_strategy, kwargs) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)"
+)
+
+
+def run_row(
+    run_id: str,
+    thread_id: str,
+    assistant_id: str,
+    owner: str,
+    metadata: dict[str, Any],
+    multitask_strategy: str,
+    kwargs: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """The parameters of :data:`INSERT_RUN` for a new, pending run."""
+    stamp = now()
+    return (
+        run_id,
+        thread_id,
+        assistant_id,
+        owner,
+        stamp,
+        stamp,
+        json.dumps(metadata),
+        multitask_strategy,
+        json.dumps(kwargs or {}, default=str),
+    )
 
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:
@@ -320,22 +351,9 @@ class ServiceStore:
         multitask_strategy: str,
         kwargs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        stamp = now()
         await self.db.execute(
-            "INSERT INTO runs (run_id, thread_id, assistant_id, owner, created_at, updated_at, "
-            "status, metadata, multitask_strategy, kwargs) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-            (
-                run_id,
-                thread_id,
-                assistant_id,
-                owner,
-                stamp,
-                stamp,
-                json.dumps(metadata),
-                multitask_strategy,
-                json.dumps(kwargs or {}, default=str),
-            ),
+            INSERT_RUN,
+            run_row(run_id, thread_id, assistant_id, owner, metadata, multitask_strategy, kwargs),
         )
         return await self.get_run(run_id, owner)  # type: ignore[return-value]
 
