@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 
 from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
-from tests.conftest import free_port
+from tests.conftest import REPO, free_port
 
 
 @asynccontextmanager
@@ -61,3 +66,34 @@ def slow_nodes():
     settings.test_delay_s = 0.4
     yield
     settings.test_delay_s = before
+
+
+def start_server(data_dir: Path, port: int, **env: str) -> subprocess.Popen:
+    environment = {**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reflexrag.server.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("server did not start within 90 s")

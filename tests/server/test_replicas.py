@@ -1,0 +1,217 @@
+"""Two replicas on one Postgres database and one Chroma server behave as one service: a run made
+on one is streamed from the other, a document ingested on one is found by a run on the other,
+cancel and multitask strategies reach across, and a replica killed mid-run (SIGKILL) has its run
+finished by the other, with no node run twice and the answer of an uninterrupted run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import ConflictError
+
+from tests.conftest import free_port
+from tests.server.conftest import start_server
+
+QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+NODES = [
+    "prepare",
+    "decide_retrieval",
+    "retrieve",
+    "grade_documents",
+    "generate",
+    "grade_generation",
+    "finish",
+]
+
+
+@pytest.fixture(scope="module")
+def chroma_url() -> Iterator[str]:
+    """A Chroma server (``chroma run``, from the chromadb package) on a loopback port."""
+    folder = Path(tempfile.mkdtemp(prefix="reflexrag-chroma-"))
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "chroma"),
+            "run",
+            "--path",
+            str(folder),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        server.kill()
+        pytest.fail("chroma run did not start within 60 s")
+    try:
+        yield url
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.fixture(scope="module")
+def replicas(postgres_url, chroma_url, tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
+    """Two `reflexrag serve` processes, each with its own data dir, sharing the database and
+    the vector store; every judge and KB call is stretched so runs are still going when the
+    test acts on them."""
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("CREATE DATABASE replicas")
+    env = {
+        "REFLEXRAG_DATABASE_URL": postgres_url.rsplit("/", 1)[0] + "/replicas",
+        "REFLEXRAG_CHROMA_URL": chroma_url,
+        "REFLEXRAG_TEST_DELAY_S": "0.4",
+        "REFLEXRAG_RUN_LEASE_S": "6",
+    }
+    servers: dict[str, subprocess.Popen] = {}
+    try:
+        for name in ("a", "b"):
+            port = free_port()
+            data_dir = tmp_path_factory.mktemp(f"replica-{name}")
+            servers[f"http://127.0.0.1:{port}"] = start_server(data_dir, port, **env)
+        yield servers
+    finally:
+        for server in servers.values():
+            server.kill()
+            server.wait()
+
+
+async def test_a_run_made_on_one_replica_is_streamed_and_joined_from_the_other(replicas):
+    url_a, url_b = replicas
+    a, b = get_client(url=url_a), get_client(url=url_b)
+    thread = await a.threads.create()
+    run = await a.runs.create(thread["thread_id"], "self_rag", input=QUESTION)
+    chunks = [c async for c in b.runs.join_stream(thread["thread_id"], run["run_id"])]
+    assert chunks[0].event == "metadata" and chunks[0].data["run_id"] == run["run_id"]
+    assert chunks[-1].event == "values" and chunks[-1].data["stop_reason"] == "answered"
+    joined = await a.runs.join(thread["thread_id"], run["run_id"])
+    assert joined["generation"] == chunks[-1].data["generation"]
+    assert (await b.runs.get(thread["thread_id"], run["run_id"]))["status"] == "success"
+    assert (await b.threads.get(thread["thread_id"]))["status"] == "idle"
+    # A stateless run waited for on B, streamed on A.
+    waited = await b.runs.wait(None, "naive", input={"question": "What is CRAG?"})
+    assert "retrieval evaluator" in waited["generation"]
+    streamed = [c async for c in a.runs.stream(None, "naive", input=QUESTION)]
+    assert streamed[-1].data["generation"]
+
+
+async def test_a_document_ingested_on_one_replica_is_retrieved_by_a_run_on_the_other(replicas):
+    url_a, url_b = replicas
+    document = {
+        "doc_id": "quill",
+        "title": "Quill the heron",
+        "text": "Quill is a grey heron who lives at Lake Myvatn and eats only sticklebacks.",
+    }
+    async with httpx.AsyncClient(base_url=url_b, timeout=120) as http:
+        response = await http.post("/kb/herons/documents", json={"documents": [document]})
+        assert response.status_code == 200, response.text
+    a = get_client(url=url_a)
+    for mode in ("bm25", "vector"):  # the keyword index is shared as well as the vectors
+        result = await a.runs.wait(
+            None,
+            "naive",
+            input={"question": "What does Quill eat?"},
+            context={"kb": "herons", "retrieval_mode": mode},
+        )
+        assert [s["doc_id"] for s in result["sources"]] == ["quill"], mode
+        assert "sticklebacks" in result["quote"]
+
+
+async def test_cancel_and_multitask_strategies_reach_across_replicas(replicas):
+    url_a, url_b = replicas
+    a, b = get_client(url=url_a), get_client(url=url_b)
+    thread = await a.threads.create()
+    first = await a.runs.create(thread["thread_id"], "self_rag", input=QUESTION)
+    with pytest.raises(ConflictError):
+        await b.runs.create(thread["thread_id"], "self_rag", input=QUESTION)
+    queued = await b.runs.create(
+        thread["thread_id"], "naive", input=QUESTION, multitask_strategy="enqueue"
+    )
+    await b.runs.cancel(thread["thread_id"], first["run_id"], wait=True)
+    assert (await a.runs.get(thread["thread_id"], first["run_id"]))["status"] == "interrupted"
+    await a.runs.join(thread["thread_id"], queued["run_id"])
+    assert (await b.runs.get(thread["thread_id"], queued["run_id"]))["status"] == "success"
+    # interrupt: the running run stops, the new one runs.
+    second = await a.runs.create(thread["thread_id"], "self_rag", input=QUESTION)
+    third = await b.runs.create(
+        thread["thread_id"], "naive", input=QUESTION, multitask_strategy="interrupt"
+    )
+    await b.runs.join(thread["thread_id"], third["run_id"])
+    statuses = {
+        run["run_id"]: run["status"] for run in await a.runs.list(thread["thread_id"], limit=10)
+    }
+    assert statuses[second["run_id"]] == "interrupted"
+    assert statuses[third["run_id"]] == "success"
+
+
+def updated_nodes(chunks) -> list[str]:
+    return [node for c in chunks if c.event == "updates" for node in c.data]
+
+
+async def test_a_killed_replica_s_run_is_finished_by_the_other(replicas, postgres_url):
+    url_a = next(iter(replicas))
+    clients = {url: get_client(url=url) for url in replicas}
+    # The answer of an uninterrupted run, for comparison.
+    reference_thread = await clients[url_a].threads.create()
+    reference = await clients[url_a].runs.wait(
+        reference_thread["thread_id"], "self_rag", input=QUESTION
+    )
+
+    thread = await clients[url_a].threads.create()
+    run = await clients[url_a].runs.create(
+        thread["thread_id"], "self_rag", input=QUESTION, stream_mode=["updates"]
+    )
+    database = postgres_url.rsplit("/", 1)[0] + "/replicas"
+    for _ in range(600):
+        state = await clients[url_a].threads.get_state(thread["thread_id"])
+        if state["values"].get("last_retrieved_ids"):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the run never got past retrieve")
+    with psycopg.connect(database) as connection:
+        worker, attempt = connection.execute(
+            "SELECT worker, attempt FROM run_queue WHERE run_id=%s", (run["run_id"],)
+        ).fetchone()
+    assert attempt == 1
+    executing = next(url for url, p in replicas.items() if f":{p.pid}:" in worker)
+    survivor = next(url for url in replicas if url != executing)
+    replicas[executing].send_signal(signal.SIGKILL)
+    replicas[executing].wait()
+
+    # The client reconnects to the survivor and gets the whole stream and the result.
+    chunks = [
+        c async for c in clients[survivor].runs.join_stream(thread["thread_id"], run["run_id"])
+    ]
+    attempts = [c.data["attempt"] for c in chunks if c.event == "metadata"]
+    assert attempts == [1, 2], "the survivor took the run over"
+    assert updated_nodes(chunks) == NODES, "every node ran exactly once"
+    result = await clients[survivor].runs.join(thread["thread_id"], run["run_id"])
+    assert result["generation"] == reference["generation"]
+    assert result["stop_reason"] == "answered"
+    finished = await clients[survivor].runs.get(thread["thread_id"], run["run_id"])
+    assert finished["status"] == "success"
