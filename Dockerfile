@@ -14,7 +14,7 @@ COPY pyproject.toml README.md ./
 RUN for package in graphs nodes nodes/judges state server server/routes providers benchmarks; do \
         mkdir -p "$package" && touch "$package/__init__.py"; \
     done \
-    && pip install --no-cache-dir . && pip uninstall -y reflexrag
+    && pip install --no-cache-dir '.[postgres]' && pip uninstall -y reflexrag
 
 COPY graphs graphs
 COPY nodes nodes
@@ -28,8 +28,10 @@ USER reflexrag
 ENV REFLEXRAG_DATA_DIR=/home/reflexrag/data \
     ANONYMIZED_TELEMETRY=False \
     LANGSMITH_TRACING=false
-# Seed the default knowledge base with the bundled sample documents at build time.
+# Seed the default knowledge base with the bundled sample documents at build time (with a
+# Chroma server configured, compose.yaml, the first replica seeds it there instead).
 RUN reflexrag ingest --sample --quiet
+VOLUME /home/reflexrag/data
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/ok', timeout=4)"

@@ -169,16 +169,13 @@ class RunQueue:
                     "'interrupt'"
                 )
             if current and spec.multitask_strategy in ("interrupt", "rollback"):
+                rollback = spec.multitask_strategy == "rollback"
                 for run in current:
-                    if run["status"] == "running":
-                        rollback_of = run["run_id"]
+                    # A run never claimed ends (rollback: vanishes) at once; one that a
+                    # worker holds is asked to stop, and this run queues behind it.
+                    if not await self._end_queued(connection, run["run_id"], delete=rollback):
                         await self._request_cancel(connection, run["run_id"])
-                    elif spec.multitask_strategy == "rollback":  # never ran: nothing to undo
-                        await connection.execute(
-                            "DELETE FROM runs WHERE run_id=%s", (run["run_id"],)
-                        )
-                    else:
-                        await self._end_queued(connection, run["run_id"])
+                        rollback_of = run["run_id"]
             params = run_row(
                 run_id,
                 spec.thread_id,
@@ -247,8 +244,8 @@ class RunQueue:
 
     async def cancel(self, run_id: str, wait: bool = False) -> None:
         async with self.pool.connection() as connection, connection.transaction():
-            await self._end_queued(connection, run_id)
-            await self._request_cancel(connection, run_id)
+            if not await self._end_queued(connection, run_id):
+                await self._request_cancel(connection, run_id)
         while wait and not await self.wait(run_id, POLL_S):
             pass
 
@@ -361,6 +358,7 @@ class RunQueue:
                 await self.checkpointers.shared.adelete_thread(spec.graph_thread)
             elif not spec.checkpoint_id:
                 spec.checkpoint_id = row["start_checkpoint"]
+        await self.store.db.execute("DELETE FROM run_queue WHERE run_id=?", (previous_id,))
         await self.store.db.execute("DELETE FROM runs WHERE run_id=?", (previous_id,))
 
     async def _next_sequence(self, run_id: str) -> int:
@@ -525,18 +523,31 @@ class RunQueue:
         )
         return await cursor.fetchall()
 
-    async def _end_queued(self, connection: Any, run_id: str) -> None:
-        """A run still waiting in the queue ends now, interrupted."""
-        await connection.execute(
-            "UPDATE runs SET status='interrupted', updated_at=%s "
-            "WHERE run_id=%s AND status='pending'",
-            (now(), run_id),
-        )
-        await connection.execute(
-            "UPDATE run_queue SET result=%s WHERE run_id=%s AND result IS NULL",
-            ("{}", run_id),
-        )
+    async def _end_queued(self, connection: Any, run_id: str, delete: bool = False) -> bool:
+        """End a run that no worker has claimed yet (attempt 0): interrupted, or deleted.
+        Whether it was one. Every transaction here locks a ``run_queue`` row before its
+        ``runs`` row, so that none waits on another in the opposite order."""
+        if delete:
+            cursor = await connection.execute(
+                "DELETE FROM run_queue WHERE run_id=%s AND attempt=0 RETURNING run_id", (run_id,)
+            )
+            if await cursor.fetchone() is None:
+                return False
+            await connection.execute("DELETE FROM runs WHERE run_id=%s", (run_id,))
+        else:
+            cursor = await connection.execute(
+                "UPDATE run_queue SET result='{}' WHERE run_id=%s AND attempt=0 "
+                "AND result IS NULL RETURNING run_id",
+                (run_id,),
+            )
+            if await cursor.fetchone() is None:
+                return False
+            await connection.execute(
+                "UPDATE runs SET status='interrupted', updated_at=%s WHERE run_id=%s",
+                (now(), run_id),
+            )
         await self._notify(connection, "done", run_id)
+        return True
 
     async def _request_cancel(self, connection: Any, run_id: str) -> None:
         await connection.execute(

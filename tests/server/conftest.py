@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
-import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
 
+from reflexrag.benchmarks import services
+from reflexrag.benchmarks.services import new_database
 from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
 from tests.conftest import REPO, free_port
@@ -48,10 +47,21 @@ async def running_server(data_dir: Path, **settings: object) -> AsyncIterator[st
         await task
 
 
-@pytest.fixture(scope="module")
-async def base_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+async def base_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """The service on its embedded default, and with its threads, runs and run queue in
+    Postgres (``REFLEXRAG_DATABASE_URL``): the API must not tell them apart."""
+    database: dict[str, str] = {}
+    if request.param == "postgres":
+        cluster = request.getfixturevalue("postgres_url")
+        database["database_url"] = new_database(cluster, f"service_{uuid.uuid4().hex[:12]}")
     async with running_server(
-        tmp_path_factory.mktemp("service"), max_body_bytes=20_000, max_upload_bytes=50_000
+        tmp_path_factory.mktemp("service"),
+        max_body_bytes=20_000,
+        max_upload_bytes=50_000,
+        **database,
     ) as url:
         yield url
 
@@ -69,31 +79,5 @@ def slow_nodes():
 
 
 def start_server(data_dir: Path, port: int, **env: str) -> subprocess.Popen:
-    environment = {**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reflexrag.server.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("server did not start within 90 s")
+    """``reflexrag serve`` in a process of its own, run from the repository."""
+    return services.start_server(data_dir, port, cwd=REPO, **env)

@@ -110,11 +110,20 @@ def _fields(shape: object) -> set[str] | None:
     return None
 
 
-async def test_the_same_sdk_script_gets_the_same_shapes_from_both_servers(langgraph_dev, base_url):
+@pytest.fixture(scope="module")
+async def official_shapes(langgraph_dev) -> list[tuple[str, object]]:
+    """What the SDK script gets from LangGraph's own server, once per module."""
+    return await run_script(langgraph_dev[0])
+
+
+async def test_the_same_sdk_script_gets_the_same_shapes_from_both_servers(
+    official_shapes, base_url
+):
     """Assistants, threads, state and history, update_state, background runs and joins,
     breakpoints and resuming, every stream mode, stateless runs, 404s: the calls a Studio-style
-    client makes, through langgraph_sdk, against LangGraph's server and reflexrag's."""
-    official = await run_script(langgraph_dev[0])
+    client makes, through langgraph_sdk, against LangGraph's server and reflexrag's (on
+    SQLite and on Postgres)."""
+    official = official_shapes
     ours = await run_script(base_url)
     assert [name for name, _ in ours] == [name for name, _ in official]
     for (name, theirs), (_, mine) in zip(official, ours, strict=True):

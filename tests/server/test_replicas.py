@@ -6,14 +6,9 @@ finished by the other, with no node run twice and the answer of an uninterrupted
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import psycopg
@@ -21,6 +16,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError
 
+from reflexrag.benchmarks.services import chroma_server, new_database
 from tests.conftest import free_port
 from tests.server.conftest import start_server
 
@@ -38,40 +34,8 @@ NODES = [
 
 @pytest.fixture(scope="module")
 def chroma_url() -> Iterator[str]:
-    """A Chroma server (``chroma run``, from the chromadb package) on a loopback port."""
-    folder = Path(tempfile.mkdtemp(prefix="reflexrag-chroma-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "chroma"),
-            "run",
-            "--path",
-            str(folder),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        server.kill()
-        pytest.fail("chroma run did not start within 60 s")
-    try:
+    with chroma_server() as url:
         yield url
-    finally:
-        server.kill()
-        server.wait()
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +43,8 @@ def replicas(postgres_url, chroma_url, tmp_path_factory) -> Iterator[dict[str, s
     """Two `reflexrag serve` processes, each with its own data dir, sharing the database and
     the vector store; every judge and KB call is stretched so runs are still going when the
     test acts on them."""
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute("CREATE DATABASE replicas")
     env = {
-        "REFLEXRAG_DATABASE_URL": postgres_url.rsplit("/", 1)[0] + "/replicas",
+        "REFLEXRAG_DATABASE_URL": new_database(postgres_url, "replicas"),
         "REFLEXRAG_CHROMA_URL": chroma_url,
         "REFLEXRAG_TEST_DELAY_S": "0.4",
         "REFLEXRAG_RUN_LEASE_S": "6",

@@ -1,0 +1,146 @@
+"""Private backing services on loopback for tests and benchmarks: a Postgres cluster
+(``initdb``/``pg_ctl``) and a Chroma server (``chroma run``, from the chromadb package)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def postgres_tool(name: str) -> str | None:
+    return shutil.which(name) or next(iter(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")), None)
+
+
+@contextmanager
+def private_postgres() -> Iterator[str]:
+    """A throw-away cluster on a free loopback port; yields its ``postgresql://`` URL."""
+    initdb, pg_ctl = postgres_tool("initdb"), postgres_tool("pg_ctl")
+    if not (initdb and pg_ctl):
+        raise FileNotFoundError("initdb/pg_ctl not installed")
+    # Not under a private (0700, root-owned) temp root: the postgres user must reach it.
+    folder = Path(tempfile.mkdtemp(prefix="reflexrag-pg-"))
+    data, port = folder / "data", free_port()
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        user = pwd.getpwnam("postgres")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        run_as = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*run_as, initdb, "-D", str(data), "-U", "postgres", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=300"
+    subprocess.run(
+        [*run_as, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_database(cluster_url: str, name: str) -> str:
+    """Create database ``name`` in the cluster; its URL."""
+    import psycopg
+
+    with psycopg.connect(cluster_url, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return cluster_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@contextmanager
+def chroma_server() -> Iterator[str]:
+    """``chroma run`` on a free loopback port over a temporary directory; yields its URL."""
+    folder = Path(tempfile.mkdtemp(prefix="reflexrag-chroma-"))
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "chroma"),
+            "run",
+            "--path",
+            str(folder),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("chroma run did not start within 60 s") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_server(
+    data_dir: Path, port: int, cwd: Path | None = None, **env: str
+) -> subprocess.Popen:
+    """``reflexrag serve`` on ``port`` with its own data dir, once it answers ``/ok``."""
+    environment = {**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env}
+    # A file, not a pipe nobody reads: a chatty server would block on a full pipe.
+    log_path = Path(tempfile.mkstemp(prefix="reflexrag-serve-", suffix=".log")[1])
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reflexrag.server.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=log_path.open("wb"),
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("server did not start within 90 s")
