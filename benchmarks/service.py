@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import tempfile
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
+from reflexrag.benchmarks.services import free_port
 from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from reflexrag.nodes.judges.base import (
     Answer,
@@ -92,12 +92,6 @@ async def one_streamed_run(client) -> tuple[int, float, float]:
 
 
 CONTEXT: dict[str, str] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def main(concurrent: int, backend: str) -> None:

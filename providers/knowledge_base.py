@@ -20,7 +20,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,7 +37,7 @@ from langchain_core.embeddings import Embeddings
 from reflexrag.providers.embeddings import get_embeddings, rescale_cosine
 from reflexrag.providers.filters import Condition, chroma_where, post_filter
 from reflexrag.providers.lexical import LexicalIndex, reciprocal_rank_fusion
-from reflexrag.providers.settings import KB_NAME_RE, get_settings
+from reflexrag.providers.settings import KB_NAME_RE, Settings, get_settings
 from reflexrag.providers.text import split_into_chunks
 
 _COLLECTION_PREFIX = "kb__"
@@ -161,6 +161,7 @@ class KnowledgeBase:
         owner: str | None = None,
     ):
         self.name = validate_kb_name(name)
+        self._client = client
         self.embeddings = embeddings
         self.chunk_tokens = chunk_tokens
         collection = _COLLECTION_PREFIX + name
@@ -177,6 +178,15 @@ class KnowledgeBase:
         self._write_lock = threading.Lock()
         self.lexical = LexicalIndex(lexical_path, name)
         self.reconcile()
+
+    def is_current(self) -> bool:
+        """Whether the store still holds this very collection (a shared store's other users
+        may have deleted it, or deleted it and made a new one under the same name)."""
+        try:
+            current = self._client.get_collection(self._collection.name, embedding_function=None)
+        except NotFoundError:
+            return False
+        return current.id == self._collection.id
 
     @property
     def owner(self) -> str | None:
@@ -494,6 +504,9 @@ def get_knowledge_base(
         return _attached[name]
     key = (_chroma_location(), name)
     with _kb_cache_lock:
+        cached = _kb_cache.get(key)
+        if cached is not None and settings.chroma_url and not cached.is_current():
+            del _kb_cache[key]  # deleted, and perhaps made again, by another process
         if key not in _kb_cache:
             _kb_cache[key] = KnowledgeBase(
                 name,
@@ -532,6 +545,18 @@ def delete_knowledge_base(name: str) -> None:
     with _kb_cache_lock:
         for key in [key for key, value in _kb_cache.items() if value is kb]:
             del _kb_cache[key]
+
+
+def knowledge_base_writer(
+    holder: str, settings: Settings | None = None
+) -> AbstractContextManager[None]:
+    """What a process holds while it may write the configured knowledge bases: nothing when
+    they are shared (a Chroma server and a Postgres keyword index take any process's writes,
+    one per knowledge base at a time), else the data dir's :func:`exclusive_writer` lock."""
+    settings = settings or get_settings()
+    if settings.shared_knowledge_bases:
+        return nullcontext()
+    return exclusive_writer(settings.data_dir, holder)
 
 
 class DataDirBusyError(KnowledgeBaseError):

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from reflexrag.providers.database import PostgresConnection, is_postgres, postgres_pool
 from reflexrag.providers.text import terms
 
 K1 = 1.5
@@ -324,38 +325,25 @@ class _SqliteStore:
         yield
 
 
-class _PostgresConnection:
-    """A psycopg connection behind the SQLite placeholder style the queries are written in."""
-
-    def __init__(self, connection: Any) -> None:
-        self._connection = connection
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._connection.execute(sql.replace("?", "%s"), params)
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._connection.cursor() as cursor:
-            cursor.executemany(sql.replace("?", "%s"), list(rows))
-
-
 class _PostgresStore:
     """Postgres shared by every replica. A write transaction first takes a transaction-level
     advisory lock on its knowledge base, so two replicas never hand out the same slot or
     block; ``exclusive`` holds a session-level one for a whole document write."""
 
     def __init__(self, url: str) -> None:
-        self._pool = _pool(url)
+        schema = _SCHEMA.format(blob="BYTEA", without_rowid="")
+        self._pool = postgres_pool(url, schema, "lexical:schema")
 
     @contextmanager
     def reading(self) -> Iterator[_Connection]:
         with self._pool.connection() as connection:
-            yield _PostgresConnection(connection)
+            yield PostgresConnection(connection)
 
     @contextmanager
     def writing(self, kb: str) -> Iterator[_Connection]:
         with self._pool.connection() as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"lexical:{kb}",))
-            yield _PostgresConnection(connection)
+            yield PostgresConnection(connection)
 
     @contextmanager
     def exclusive(self, kb: str) -> Iterator[None]:
@@ -368,13 +356,12 @@ class _PostgresStore:
 
 
 _connections: dict[str, tuple[sqlite3.Connection, threading.Lock]] = {}
-_pools: dict[str, Any] = {}
 _connections_lock = threading.Lock()
 
 
 def _open_store(location: Path | str) -> _SqliteStore | _PostgresStore:
-    if isinstance(location, str) and location.startswith(("postgres://", "postgresql://")):
-        return _PostgresStore(location)
+    if is_postgres(location):
+        return _PostgresStore(str(location))
     return _SqliteStore(Path(location))
 
 
@@ -403,27 +390,6 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, threading.Lock]:
             db.executescript(_SCHEMA.format(blob="BLOB", without_rowid="WITHOUT ROWID"))
             _connections[key] = (db, threading.Lock())
         return _connections[key]
-
-
-def _pool(url: str) -> Any:
-    """One connection pool per URL and process; the tables are created on first use (under
-    an advisory lock: replicas starting together would otherwise race on CREATE TABLE)."""
-    try:
-        from psycopg_pool import ConnectionPool
-    except ImportError:
-        raise ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'") from None
-    with _connections_lock:
-        if url not in _pools:
-            pool = ConnectionPool(
-                url, kwargs={"autocommit": True}, min_size=1, max_size=8, open=True
-            )
-            with pool.connection() as connection, connection.transaction():
-                connection.execute("SELECT pg_advisory_xact_lock(hashtext('lexical:schema'))")
-                for statement in _SCHEMA.format(blob="BYTEA", without_rowid="").split(";"):
-                    if statement.strip():
-                        connection.execute(statement)
-            _pools[url] = pool
-        return _pools[url]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int) -> list[str]:

@@ -161,7 +161,9 @@ class Settings(BaseSettings):
         return self.data_dir / "lexical.sqlite"
 
     @property
-    def embedding_cache_path(self) -> Path:
+    def embedding_cache_location(self) -> Path | str:
+        if self.shared_knowledge_bases:
+            return self.database_url  # type: ignore[return-value]
         return self.data_dir / "embedding-cache.sqlite"
 
     @property

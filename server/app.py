@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
-from reflexrag.providers.knowledge_base import KnowledgeBaseError, exclusive_writer
+from reflexrag.providers.knowledge_base import KnowledgeBaseError, knowledge_base_writer
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
 from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
@@ -150,13 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Embedded stores are written by one process at a time; shared ones by any replica.
-        holding = (
-            contextlib.nullcontext()
-            if settings.shared_knowledge_bases
-            else exclusive_writer(settings.data_dir, "a reflexrag server")
-        )
-        with holding:
+        with knowledge_base_writer("a reflexrag server", settings):
             async with contextlib.AsyncExitStack() as stack:
                 checkpointers = await stack.enter_async_context(open_checkpointers(settings))
                 store, manager = await _open_service_state(settings, checkpointers, stack)

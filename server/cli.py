@@ -256,8 +256,8 @@ def _prompt(question: str) -> str | None:
 
 def _ingest(args: argparse.Namespace) -> int:
     from reflexrag.providers.knowledge_base import (
-        exclusive_writer,
         get_knowledge_base,
+        knowledge_base_writer,
         validate_kb_name,
     )
     from reflexrag.providers.loaders import load_sources, sample_kb_documents
@@ -270,7 +270,7 @@ def _ingest(args: argparse.Namespace) -> int:
     # Every input is read and checked before the embedding model loads or anything is stored.
     documents = load_sources(args.paths, settings.allow_private_urls)
     documents += sample_kb_documents() if args.sample else []
-    with exclusive_writer(settings.data_dir, "reflexrag ingest"):
+    with knowledge_base_writer("reflexrag ingest"):
         kb = get_knowledge_base(args.kb)
         report = _add_with_progress(kb, documents, f"ingest → {kb.name}", args.quiet)
     print(
@@ -284,9 +284,9 @@ def _ingest(args: argparse.Namespace) -> int:
 def _kb(args: argparse.Namespace) -> int:
     from reflexrag.providers.knowledge_base import (
         delete_knowledge_base,
-        exclusive_writer,
         get_knowledge_base,
         knowledge_base_owners,
+        knowledge_base_writer,
     )
     from reflexrag.providers.settings import get_settings
 
@@ -302,7 +302,7 @@ def _kb(args: argparse.Namespace) -> int:
     if args.name not in owners:
         known = ", ".join(sorted(owners)) or "none"
         raise CLIError(f"unknown knowledge base {args.name!r}; known: {known}")
-    with exclusive_writer(get_settings().data_dir, "reflexrag kb delete"):
+    with knowledge_base_writer("reflexrag kb delete"):
         delete_knowledge_base(args.name)
     print(f"deleted {args.name}")
     return 0

@@ -406,7 +406,7 @@ class RunQueue:
                     return
                 result = result_of(outcome.error, outcome.final_values)
                 await connection.execute(
-                    "UPDATE run_queue SET result=%s, worker=NULL, lease_until=NULL WHERE run_id=%s",
+                    "UPDATE run_queue SET result=%s, lease_until=NULL WHERE run_id=%s",
                     (dumps(result), run_id),
                 )
                 await connection.execute(

@@ -6,8 +6,10 @@ finished by the other, with no node run twice and the answer of an uninterrupted
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
@@ -39,16 +41,19 @@ def chroma_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def replicas(postgres_url, chroma_url, tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
+def replica_env(postgres_url, chroma_url) -> dict[str, str]:
+    return {
+        "REFLEXRAG_DATABASE_URL": new_database(postgres_url, "replicas"),
+        "REFLEXRAG_CHROMA_URL": chroma_url,
+    }
+
+
+@pytest.fixture(scope="module")
+def replicas(replica_env, tmp_path_factory) -> Iterator[dict[str, subprocess.Popen]]:
     """Two `reflexrag serve` processes, each with its own data dir, sharing the database and
     the vector store; every judge and KB call is stretched so runs are still going when the
     test acts on them."""
-    env = {
-        "REFLEXRAG_DATABASE_URL": new_database(postgres_url, "replicas"),
-        "REFLEXRAG_CHROMA_URL": chroma_url,
-        "REFLEXRAG_TEST_DELAY_S": "0.4",
-        "REFLEXRAG_RUN_LEASE_S": "6",
-    }
+    env = {**replica_env, "REFLEXRAG_TEST_DELAY_S": "0.4", "REFLEXRAG_RUN_LEASE_S": "6"}
     servers: dict[str, subprocess.Popen] = {}
     try:
         for name in ("a", "b"):
@@ -81,7 +86,9 @@ async def test_a_run_made_on_one_replica_is_streamed_and_joined_from_the_other(r
     assert streamed[-1].data["generation"]
 
 
-async def test_a_document_ingested_on_one_replica_is_retrieved_by_a_run_on_the_other(replicas):
+async def test_a_document_ingested_on_one_replica_is_retrieved_by_a_run_on_the_other(
+    replicas, replica_env, tmp_path
+):
     url_a, url_b = replicas
     document = {
         "doc_id": "quill",
@@ -91,7 +98,25 @@ async def test_a_document_ingested_on_one_replica_is_retrieved_by_a_run_on_the_o
     async with httpx.AsyncClient(base_url=url_b, timeout=120) as http:
         response = await http.post("/kb/herons/documents", json={"documents": [document]})
         assert response.status_code == 200, response.text
+    # The CLI, pointed at the same stores, writes beside the running servers (no data-dir lock).
+    notes = tmp_path / "walrus.md"
+    notes.write_text("# Tusk the walrus\n\nTusk the walrus sleeps on the ice of Svalbard.\n")
+    ingest = subprocess.run(
+        [sys.executable, "-m", "reflexrag.server.cli", "ingest", str(notes), "--kb", "herons"],
+        env={**os.environ, **replica_env, "REFLEXRAG_DATA_DIR": str(tmp_path / "cli")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ingest.returncode == 0, ingest.stderr
     a = get_client(url=url_a)
+    found = await a.runs.wait(
+        None,
+        "naive",
+        input={"question": "Where does Tusk sleep?"},
+        context={"kb": "herons", "retrieval_mode": "bm25"},
+    )
+    assert "Svalbard" in found["quote"]
     for mode in ("bm25", "vector"):  # the keyword index is shared as well as the vectors
         result = await a.runs.wait(
             None,
@@ -134,7 +159,7 @@ def updated_nodes(chunks) -> list[str]:
     return [node for c in chunks if c.event == "updates" for node in c.data]
 
 
-async def test_a_killed_replica_s_run_is_finished_by_the_other(replicas, postgres_url):
+async def test_a_killed_replica_s_run_is_finished_by_the_other(replicas, replica_env):
     url_a = next(iter(replicas))
     clients = {url: get_client(url=url) for url in replicas}
     # The answer of an uninterrupted run, for comparison.
@@ -147,7 +172,7 @@ async def test_a_killed_replica_s_run_is_finished_by_the_other(replicas, postgre
     run = await clients[url_a].runs.create(
         thread["thread_id"], "self_rag", input=QUESTION, stream_mode=["updates"]
     )
-    database = postgres_url.rsplit("/", 1)[0] + "/replicas"
+    database = replica_env["REFLEXRAG_DATABASE_URL"]
     for _ in range(600):
         state = await clients[url_a].threads.get_state(thread["thread_id"])
         if state["values"].get("last_retrieved_ids"):

@@ -1,0 +1,55 @@
+"""Postgres for the providers' shared, derived data (the keyword index, the embedding cache):
+one synchronous connection pool per URL and process, and queries written once in SQLite's
+``?`` placeholder style for both databases."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+_pools: dict[str, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def is_postgres(location: object) -> bool:
+    return isinstance(location, str) and location.startswith(("postgres://", "postgresql://"))
+
+
+def postgres_pool(url: str, schema: str, name: str) -> Any:
+    """The process's pool for ``url`` (autocommit connections), with ``schema``'s tables
+    created once: under an advisory lock named ``name``, as replicas starting together would
+    otherwise race on CREATE TABLE."""
+    try:
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'") from None
+    with _pools_lock:
+        if url not in _pools:
+            _pools[url] = ConnectionPool(
+                url, kwargs={"autocommit": True}, min_size=1, max_size=8, open=True
+            )
+        pool = _pools[url]
+        created = getattr(pool, "reflexrag_schemas", set())
+        if name not in created:
+            with pool.connection() as connection, connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
+                for statement in schema.split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+            pool.reflexrag_schemas = created | {name}
+        return pool
+
+
+class PostgresConnection:
+    """A psycopg connection behind the SQLite placeholder style the queries are written in."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._connection.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._connection.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), list(rows))
