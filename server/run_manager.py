@@ -1,4 +1,7 @@
-"""Runs of the HTTP service: each is an asyncio task whose stream events are buffered.
+"""Runs of the HTTP service in one process: each is an asyncio task whose events are buffered.
+
+(:mod:`server.run_queue` answers the same calls when replicas share a Postgres database; the
+graph is executed by the same :func:`execute_graph` there.)
 
 Every run publishes LangGraph Server's events (``metadata``, one per requested stream mode,
 ``error``; the stream closes when the run ends) into its own buffer, so a streaming client, a
@@ -108,6 +111,10 @@ class RunOutcome:
     final_values: dict[str, Any] | None = None
     error: dict[str, str] | None = None
 
+    def result(self) -> dict[str, Any]:
+        """What ``wait`` and ``join`` answer: the final values, or the error."""
+        return {"__error__": self.error} if self.error else (self.final_values or {})
+
 
 Publish = Callable[[str, Any], Awaitable[None]]
 
@@ -183,11 +190,6 @@ async def _read_final_state(graph: Any, spec: RunSpec, outcome: RunOutcome) -> N
     outcome.final_values = values
     if outcome.status != "error" and (snapshot.next or snapshot.tasks):
         outcome.thread_status = "interrupted"
-
-
-def result_of(outcome_error: dict[str, str] | None, values: dict[str, Any] | None) -> dict:
-    """What ``wait`` and ``join`` answer: the final values, or the error."""
-    return {"__error__": outcome_error} if outcome_error else (values or {})
 
 
 @dataclass
@@ -295,8 +297,7 @@ class RunManager:
         return finished.is_set()
 
     async def result(self, run_id: str) -> dict[str, Any]:
-        outcome = self.active[run_id].outcome or RunOutcome()
-        return result_of(outcome.error, outcome.final_values)
+        return (self.active[run_id].outcome or RunOutcome()).result()
 
     def cancel_soon(self, run_id: str) -> None:
         """Ask the run to stop, without waiting (a client hung up)."""

@@ -46,7 +46,6 @@ from reflexrag.server.run_manager import (
     RunSpec,
     execute_graph,
     latest_checkpoint_id,
-    result_of,
 )
 from reflexrag.server.serialize import dumps
 from reflexrag.server.store import INSERT_RUN, ServiceStore, now, postgres_sql, run_row
@@ -223,17 +222,20 @@ class RunQueue:
                 position = row["seq"]
                 yield row["event"], json.loads(row["data"])
             if ended:
+                self._changed.pop(run_id, None)
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), POLL_S)
 
     async def wait(self, run_id: str, timeout: float) -> bool:
         changed = self._changed.setdefault(run_id, asyncio.Event())
-        if await self._ended(run_id):
-            return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), min(timeout, POLL_S))
-        return await self._ended(run_id)
+        if not await self._ended(run_id):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), min(timeout, POLL_S))
+            if not await self._ended(run_id):
+                return False
+        self._changed.pop(run_id, None)  # waiters still holding it look again within POLL_S
+        return True
 
     async def result(self, run_id: str) -> dict[str, Any]:
         row = await self.store.db.fetchone("SELECT result FROM run_queue WHERE run_id=?", (run_id,))
@@ -273,6 +275,7 @@ class RunQueue:
     async def _work(self) -> None:
         while True:
             row = None
+            self._work_available.clear()  # before looking: a notice from now on wakes us
             if len(self.executing) < self.slots:
                 try:
                     row = await self._claim()
@@ -282,7 +285,6 @@ class RunQueue:
                 task = asyncio.create_task(self._execute(row))
                 self.executing[row["run_id"]] = (row["attempt"], task)
                 continue
-            self._work_available.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work_available.wait(), POLL_S)
 
@@ -404,10 +406,24 @@ class RunQueue:
                     )
                     await self._notify(connection, "pending", run_id)
                     return
-                result = result_of(outcome.error, outcome.final_values)
+                # The thread first, in the same transaction: a client woken by the end of the
+                # run finds the thread idle (or, after a stateless run, gone).
+                if spec.delete_thread_after:
+                    # The run's record stays a while for the client waiting on it (_purge).
+                    await self.checkpointers.shared.adelete_thread(spec.graph_thread)
+                    await connection.execute(
+                        "DELETE FROM threads WHERE thread_id=%s AND owner=%s",
+                        (spec.thread_id, spec.owner),
+                    )
+                elif not await self._active_runs(connection, spec.graph_thread, besides=run_id):
+                    await connection.execute(
+                        "UPDATE threads SET status=%s, updated_at=%s "
+                        "WHERE thread_id=%s AND owner=%s",
+                        (outcome.thread_status, now(), spec.thread_id, spec.owner),
+                    )
                 await connection.execute(
                     "UPDATE run_queue SET result=%s, lease_until=NULL WHERE run_id=%s",
-                    (dumps(result), run_id),
+                    (dumps(outcome.result()), run_id),
                 )
                 await connection.execute(
                     "UPDATE runs SET status=%s, error=%s, updated_at=%s WHERE run_id=%s",
@@ -419,17 +435,6 @@ class RunQueue:
                     ),
                 )
                 await self._notify(connection, "done", run_id)
-            if spec.delete_thread_after:
-                # The run's record stays a while for the client waiting on it (see _purge).
-                await self.checkpointers.shared.adelete_thread(spec.graph_thread)
-                await self.store.db.execute(
-                    "DELETE FROM threads WHERE thread_id=? AND owner=?",
-                    (spec.thread_id, spec.owner),
-                )
-            elif not await self.busy(spec.graph_thread):
-                await self.store.update_thread(
-                    spec.thread_id, spec.owner, status=outcome.thread_status
-                )
         except Exception:
             log.exception("recording the end of run %s failed", run_id)
 
@@ -515,11 +520,15 @@ class RunQueue:
         payload = json.dumps({"kind": kind, "run_id": run_id})
         await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
 
-    async def _active_runs(self, connection: Any, graph_thread: str) -> list[dict[str, Any]]:
+    async def _active_runs(
+        self, connection: Any, graph_thread: str, besides: str = ""
+    ) -> list[dict[str, Any]]:
+        """The thread's queued and running runs (other than ``besides``), oldest first."""
         cursor = await connection.execute(
             "SELECT q.run_id, r.status FROM run_queue q JOIN runs r USING (run_id) "
-            "WHERE q.graph_thread=%s AND r.status IN ('pending', 'running') ORDER BY q.queued_at",
-            (graph_thread,),
+            "WHERE q.graph_thread=%s AND q.run_id<>%s AND r.status IN ('pending', 'running') "
+            "ORDER BY q.queued_at",
+            (graph_thread, besides),
         )
         return await cursor.fetchall()
 
