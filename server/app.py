@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -140,6 +141,22 @@ async def _open_service_state(
         store, checkpointers, settings.database_url, settings.run_lease_s, settings.worker_slots
     )
     return store, queue
+
+
+async def run_worker(settings: Settings) -> None:
+    """Execute runs from the shared queue until SIGINT or SIGTERM (``reflexrag worker``): a
+    replica without HTTP. Stopped, it hands the runs it holds to the other workers."""
+    async with contextlib.AsyncExitStack() as stack:
+        checkpointers = await stack.enter_async_context(open_checkpointers(settings))
+        _, queue = await _open_service_state(settings, checkpointers, stack)
+        stop = asyncio.Event()
+        for signal_number in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signal_number, stop.set)
+        log.warning("worker %s: up to %d runs at once", queue.worker_id, settings.worker_slots)
+        try:
+            await stop.wait()
+        finally:
+            await queue.close()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -378,6 +378,23 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker(args: argparse.Namespace) -> int:
+    from reflexrag.providers.settings import get_settings
+    from reflexrag.server.app import run_worker
+
+    settings = get_settings()
+    if not settings.distributed:
+        raise CLIError(
+            "a worker takes runs from the shared run queue: set REFLEXRAG_DATABASE_URL to a "
+            "postgresql:// URL (and REFLEXRAG_CHROMA_URL to share knowledge bases)"
+        )
+    if settings.worker_slots < 1:
+        raise CLIError("REFLEXRAG_WORKER_SLOTS is 0: this worker would take no runs")
+    asyncio.run(run_worker(settings))
+    print("reflexrag worker: stopped; its runs went to the other workers", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from reflexrag.graphs import STRATEGIES
     from reflexrag.providers.settings import get_settings
@@ -480,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="server log detail (default: info)",
     )
     serve.set_defaults(handler=_serve)
+    worker = commands.add_parser(
+        "worker", help="execute runs from the shared Postgres run queue, without HTTP"
+    )
+    worker.set_defaults(handler=_worker)
 
     evaluate = commands.add_parser("eval", help="compare strategies on a QA fixture")
     evaluate.add_argument("--qa", type=Path, required=True, help="QA.jsonl")

@@ -66,6 +66,7 @@ def test_html_is_reduced_to_visible_text(tmp_path):
         (["ingest", "http://example.com:notaport/"], "not a valid URL"),
         (["ingest", "http://" + "a" * 64 + ".example/"], "not a valid URL"),
         (["ingest"], "name at least one PATH"),
+        (["worker"], "set REFLEXRAG_DATABASE_URL to a postgresql:// URL"),
     ],
 )
 def test_cli_bad_input_exits_non_zero_with_one_line(argv, message, capsys):

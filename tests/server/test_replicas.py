@@ -20,7 +20,7 @@ from langgraph_sdk.errors import ConflictError
 
 from reflexrag.benchmarks.services import chroma_server, new_database
 from tests.conftest import free_port
-from tests.server.conftest import start_server
+from tests.server.conftest import running_server, start_server
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
 NODES = [
@@ -153,6 +153,33 @@ async def test_cancel_and_multitask_strategies_reach_across_replicas(replicas):
     }
     assert statuses[second["run_id"]] == "interrupted"
     assert statuses[third["run_id"]] == "success"
+
+
+async def test_a_worker_process_executes_the_runs_of_an_api_only_replica(fresh_database, tmp_path):
+    """`reflexrag worker` takes runs from the queue that a replica without worker slots fills,
+    and SIGTERM stops it cleanly."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "reflexrag.server.cli", "worker"],
+        env={
+            **os.environ,
+            "REFLEXRAG_DATABASE_URL": fresh_database,
+            "REFLEXRAG_DATA_DIR": str(tmp_path / "worker"),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        async with running_server(
+            tmp_path / "api", database_url=fresh_database, worker_slots=0
+        ) as url:
+            result = await get_client(url=url).runs.wait(None, "naive", input=QUESTION)
+        assert result["stop_reason"] == "answered"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, errors = worker.communicate(timeout=120)
+    assert worker.returncode == 0, errors
+    assert "stopped; its runs went to the other workers" in errors
 
 
 def updated_nodes(chunks) -> list[str]:
