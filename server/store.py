@@ -14,6 +14,7 @@ id without either learning of the other. Each thread row names the key of its ch
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -104,10 +105,15 @@ class _SqliteDatabase:
         await self.db.close()
 
 
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""NUL as JSON escapes it (``\\u0000``; an escaped backslash before ``u0000`` is plain text):
+Postgres's JSON operators, which filter metadata, refuse it, so it is refused on the way in."""
+
+
 def postgres_sql(sql: str, params: tuple[Any, ...]) -> str:
     """``sql`` with psycopg's placeholders; NUL in a parameter is refused with a clear error."""
     for value in params:
-        if isinstance(value, str) and ("\x00" in value or "\\u0000" in value):
+        if isinstance(value, str) and ("\x00" in value or _JSON_NUL.search(value)):
             raise StoredTextError("text with NUL characters cannot be stored or searched for")
     return sql.replace("?", "%s")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import httpx
 import pytest
@@ -209,9 +210,11 @@ async def test_adaptive_asks_back_and_resume_continues_the_thread(base_url):
 
 
 async def test_knowledge_base_routes(base_url):
+    # Knowledge bases are the process's, shared by both servers this module runs against.
+    kb = f"notes-{uuid.uuid4().hex[:8]}"
     async with httpx.AsyncClient(base_url=base_url) as http:
         added = await http.post(
-            "/kb/notes/documents",
+            f"/kb/{kb}/documents",
             json={
                 "documents": [
                     {
@@ -224,7 +227,7 @@ async def test_knowledge_base_routes(base_url):
         )
         assert added.status_code == 200 and added.json()["added_documents"] == 1
         again = await http.post(
-            "/kb/notes/documents",
+            f"/kb/{kb}/documents",
             json={
                 "documents": [
                     {"text": "The reflexrag mascot is a heron named Quill.", "doc_id": "mascot"}
@@ -233,21 +236,21 @@ async def test_knowledge_base_routes(base_url):
         )
         assert again.json()["added_documents"] == 0
         uploaded = await http.post(
-            "/kb/notes/documents", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
+            f"/kb/{kb}/documents", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
         )
         assert uploaded.status_code == 200, uploaded.text
         again = await http.post(
-            "/kb/notes/files", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
+            f"/kb/{kb}/files", files={"file": ("faq.md", b"# FAQ\n\nQuill eats fish.")}
         )
         assert again.json()["unchanged_documents"] == 1, "re-uploading adds nothing"
         assert uploaded.status_code == 200 and uploaded.json()["added_documents"] == 1
-        summary = (await http.get("/kb/notes")).json()
-        assert summary == {"name": "notes", "documents": 2, "chunks": 2}
-        private = await http.post("/kb/notes/documents", json={"urls": ["http://127.0.0.1:9/x"]})
+        summary = (await http.get(f"/kb/{kb}")).json()
+        assert summary == {"name": kb, "documents": 2, "chunks": 2}
+        private = await http.post(f"/kb/{kb}/documents", json={"urls": ["http://127.0.0.1:9/x"]})
         assert private.status_code == 422 and "private address" in private.json()["detail"]
     client = get_client(url=base_url)
     answer = await client.runs.wait(
-        None, "self_rag", input={"question": "What is the mascot?"}, context={"kb": "notes"}
+        None, "self_rag", input={"question": "What is the mascot?"}, context={"kb": kb}
     )
     assert "heron" in answer["generation"]
 

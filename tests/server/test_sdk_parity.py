@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import APIStatusError
+from langgraph_sdk.errors import APIStatusError, UnprocessableEntityError
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
 
@@ -25,9 +25,14 @@ async def test_counts_and_thread_updates(base_url):
     assert await client.threads.count(metadata={"stage": "review"}) == 1
 
 
-async def test_metadata_filters_match_any_key_and_exact_json_types(base_url):
+async def test_metadata_filters_match_any_key_and_exact_json_types(base_url, request):
     client = get_client(url=base_url)
     odd_keys = {'say "hi"': 1, "nul\u0000byte": [True], "": {"b": 2, "a": 1}, "flag": True}
+    if request.node.callspec.params["base_url"] == "postgres":
+        # Postgres text cannot hold NUL: a clear 422 (nothing stored), not a 500.
+        with pytest.raises(UnprocessableEntityError, match="NUL characters"):
+            await client.threads.create(metadata=odd_keys)
+        del odd_keys["nul\u0000byte"]
     await client.threads.create(metadata=odd_keys)
     for key, value in odd_keys.items():
         assert await client.threads.search(metadata={key: value}, limit=5)
