@@ -155,7 +155,7 @@ class KnowledgeBase:
         name: str,
         client: Any,
         embeddings: Embeddings,
-        lexical_path: Path,
+        lexical_location: Path | str,
         chunk_tokens: int = 250,
         create: bool = True,
         owner: str | None = None,
@@ -176,7 +176,7 @@ class KnowledgeBase:
             except NotFoundError:
                 raise UnknownKnowledgeBaseError(name) from None
         self._write_lock = threading.Lock()
-        self.lexical = LexicalIndex(lexical_path, name)
+        self.lexical = LexicalIndex(lexical_location, name)
         self.reconcile()
 
     def is_current(self) -> bool:
