@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -169,6 +169,15 @@ class Settings(BaseSettings):
     @property
     def checkpoint_path(self) -> Path:
         return self.data_dir / "checkpoints.sqlite"
+
+
+def describe_invalid_settings(error: ValidationError) -> str:
+    """One line naming each environment variable that holds a bad value, and why."""
+    return "; ".join(
+        f"REFLEXRAG_{'_'.join(str(part) for part in problem['loc']).upper()}: "
+        f"{problem['msg'].removeprefix('Value error, ')}"
+        for problem in error.errors()
+    )
 
 
 @lru_cache(maxsize=1)

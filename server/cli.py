@@ -546,6 +546,15 @@ def _user_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pydantic import ValidationError
+
+    from reflexrag.providers.settings import describe_invalid_settings, get_settings
+
+    try:
+        get_settings()
+    except ValidationError as exc:
+        print(f"reflexrag: error: {describe_invalid_settings(exc)}", file=sys.stderr)
+        return 2
     # Parsed first: --help and usage errors answer before langgraph and Chroma load.
     args = build_parser().parse_args(argv)
     try:

@@ -75,6 +75,30 @@ def test_cli_bad_input_exits_non_zero_with_one_line(argv, message, capsys):
     assert message in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("REFLEXRAG_DATABASE_URL", "mysql://db/x", "must be a postgresql:// URL"),
+        ("REFLEXRAG_RUN_LEASE_S", "0", "greater than or equal to 1"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_the_variable(
+    variable, value, message, monkeypatch, capsys
+):
+    from reflexrag.providers.settings import get_settings
+
+    monkeypatch.setenv(variable, value)
+    get_settings.cache_clear()
+    try:
+        assert main(["graphs"]) == 2
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"reflexrag: error: {variable}: ") and message in err
+    assert len(err.splitlines()) == 1
+
+
 def test_cli_unknown_strategy_is_rejected(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["ask", "q", "--strategy", "nope"])
