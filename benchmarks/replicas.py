@@ -5,8 +5,9 @@ starts that many ``reflexrag serve`` processes (the real local judges) and sends
 streamed stateless runs at once, spread over the replicas in turn as a load balancer would; any
 replica's worker may execute any of them. Each replica first answers ``WARMUP`` other questions
 untimed, so the numbers are a warm service's. Each run asks a different question (the fixture's
-English questions, over the sample knowledge base), so no cache answers for it. Prints the
-wall time, runs per second and p50/p99 latency per replica count, and the ratio to one replica.
+English questions, over the sample knowledge base), so no cache answers for it. Every replica
+count starts from a new database and vector store. Prints, per replica count, the wall time,
+runs per second, p50/p99 latency, the ratio to one replica and the servers' CPU seconds a run.
 
     python -m reflexrag.benchmarks.replicas [--runs 50] [--replicas 1,2] [--strategy self_rag]
 
