@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from reflexrag.providers.database import async_postgres_pool, is_postgres
 from reflexrag.providers.settings import Settings, get_settings
 
 
@@ -38,7 +39,7 @@ async def open_checkpointers(settings: Settings | None = None) -> AsyncIterator[
     url = settings.checkpointer_url or (
         settings.database_url if settings.distributed else f"sqlite:///{settings.checkpoint_path}"
     )
-    if url.startswith(("postgres://", "postgresql://")):
+    if is_postgres(url):
         async with _postgres(url) as checkpointers:
             yield checkpointers
     elif url.startswith("sqlite:///"):
@@ -60,12 +61,9 @@ async def open_checkpointers(settings: Settings | None = None) -> AsyncIterator[
 async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
     try:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
     except ImportError:
         raise ValueError("Postgres checkpoints need: pip install 'reflexrag[postgres]'") from None
-    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    async with AsyncConnectionPool(url, kwargs=kwargs, max_size=20, open=False) as pool:
+    async with async_postgres_pool(url) as pool:
         shared = AsyncPostgresSaver(pool)
         # Replicas starting together would race on the saver's migrations: one at a time.
         async with pool.connection() as connection:

@@ -1,19 +1,40 @@
-"""Postgres for the providers' shared, derived data (the keyword index, the embedding cache):
-one synchronous connection pool per URL and process, and queries written once in SQLite's
-``?`` placeholder style for both databases."""
+"""Postgres connections: the asyncio pool of the checkpointer and the service's tables, and for
+the providers' shared, derived data (the keyword index, the embedding cache) one synchronous
+pool per URL and process, with queries written once in SQLite's ``?`` placeholder style."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
+
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
 _pools: dict[str, Any] = {}
 _pools_lock = threading.Lock()
 
 
 def is_postgres(location: object) -> bool:
-    return isinstance(location, str) and location.startswith(("postgres://", "postgresql://"))
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+def _missing_driver() -> ValueError:
+    return ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'")
+
+
+@asynccontextmanager
+async def async_postgres_pool(url: str) -> AsyncIterator[Any]:
+    """An asyncio pool of autocommit connections whose rows are dicts (what LangGraph's
+    Postgres saver and the service's tables both expect), closed on exit."""
+    try:
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:
+        raise _missing_driver() from None
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with AsyncConnectionPool(url, kwargs=kwargs, max_size=20, open=False) as pool:
+        yield pool
 
 
 def postgres_pool(url: str, schema: str, name: str) -> Any:
@@ -23,7 +44,7 @@ def postgres_pool(url: str, schema: str, name: str) -> Any:
     try:
         from psycopg_pool import ConnectionPool
     except ImportError:
-        raise ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'") from None
+        raise _missing_driver() from None
     with _pools_lock:
         if url not in _pools:
             _pools[url] = ConnectionPool(

@@ -15,6 +15,8 @@ import platformdirs
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reflexrag.providers.database import is_postgres
+
 KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 """Knowledge base names: also Chroma collection and file name parts, so kept plain."""
 
@@ -131,7 +133,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _postgres_only(cls, url: str | None) -> str | None:
-        if url and not url.startswith(("postgres://", "postgresql://")):
+        if url and not is_postgres(url):
             raise ValueError("must be a postgresql:// URL (leave it unset for SQLite files)")
         return url or None
 
@@ -146,7 +148,7 @@ class Settings(BaseSettings):
     @property
     def distributed(self) -> bool:
         """Service state lives in a Postgres database that several replicas share."""
-        return (self.database_url or "").startswith(("postgres://", "postgresql://"))
+        return self.database_url is not None  # only a Postgres URL passes the validator
 
     @property
     def shared_knowledge_bases(self) -> bool:

@@ -25,6 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
+from reflexrag.providers.database import async_postgres_pool
 from reflexrag.providers.knowledge_base import KnowledgeBaseError, knowledge_base_writer
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
@@ -125,17 +126,7 @@ async def _open_service_state(
         stack.push_async_callback(store.close)
         await store.recover_after_restart()
         return store, RunManager(store, checkpointers)
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
-
-    pool = AsyncConnectionPool(
-        settings.database_url,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        max_size=20,
-        open=False,
-    )
-    await pool.open()
-    stack.push_async_callback(pool.close)
+    pool = await stack.enter_async_context(async_postgres_pool(settings.database_url))
     store = await ServiceStore.open_postgres(pool)
     queue = await RunQueue.open(
         store, checkpointers, settings.database_url, settings.run_lease_s, settings.worker_slots
