@@ -27,7 +27,7 @@ from reflexrag.graphs import compile_strategy
 from reflexrag.providers.checkpointer import Checkpointers
 from reflexrag.providers.models import ModelServerError
 from reflexrag.server.serialize import jsonable
-from reflexrag.server.store import ServiceStore
+from reflexrag.server.store import ServiceStore, run_row
 from reflexrag.state import Context
 
 log = logging.getLogger("reflexrag.server")
@@ -84,6 +84,18 @@ class RunSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSpec:
         return cls(**{**data, "context": Context(**data["context"])})
+
+    def run_row(self, run_id: str) -> tuple[Any, ...]:
+        """The new, pending run's row in the runs table."""
+        return run_row(
+            run_id,
+            self.thread_id,
+            self.graph_id,
+            self.owner,
+            self.metadata,
+            self.multitask_strategy,
+            self.kwargs(),
+        )
 
     def kwargs(self) -> dict[str, Any]:
         """What the run was asked to do, as LangGraph Server reports it on a run."""
@@ -263,15 +275,7 @@ class RunManager:
         self.active[run_id] = active
         self.by_thread[spec.graph_thread] = active
         try:
-            active.run = await self.store.create_run(
-                run_id,
-                spec.thread_id,
-                spec.graph_id,
-                spec.owner,
-                spec.metadata,
-                spec.multitask_strategy,
-                spec.kwargs(),
-            )
+            active.run = await self.store.create_run(spec.run_row(run_id))
         except BaseException:
             del self.active[run_id]
             if previous is not None:

@@ -48,7 +48,7 @@ from reflexrag.server.run_manager import (
     latest_checkpoint_id,
 )
 from reflexrag.server.serialize import dumps
-from reflexrag.server.store import INSERT_RUN, ServiceStore, now, postgres_sql, run_row
+from reflexrag.server.store import INSERT_RUN, ServiceStore, now, postgres_sql
 
 log = logging.getLogger("reflexrag.server")
 
@@ -175,16 +175,8 @@ class RunQueue:
                     if not await self._end_queued(connection, run["run_id"], delete=rollback):
                         await self._request_cancel(connection, run["run_id"])
                         rollback_of = run["run_id"]
-            params = run_row(
-                run_id,
-                spec.thread_id,
-                spec.graph_id,
-                spec.owner,
-                spec.metadata,
-                spec.multitask_strategy,
-                spec.kwargs(),
-            )
-            await connection.execute(postgres_sql(INSERT_RUN, params), params)
+            row = spec.run_row(run_id)
+            await connection.execute(postgres_sql(INSERT_RUN, row), row)
             await connection.execute(
                 "INSERT INTO run_queue (run_id, graph_thread, spec, rollback_of) "
                 "VALUES (%s, %s, %s, %s)",

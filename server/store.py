@@ -347,20 +347,10 @@ class ServiceStore:
         row = await self.db.fetchone(f"SELECT count(*) AS n FROM threads WHERE {where}", params)
         return row["n"] if row else 0
 
-    async def create_run(
-        self,
-        run_id: str,
-        thread_id: str,
-        assistant_id: str,
-        owner: str,
-        metadata: dict[str, Any],
-        multitask_strategy: str,
-        kwargs: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        await self.db.execute(
-            INSERT_RUN,
-            run_row(run_id, thread_id, assistant_id, owner, metadata, multitask_strategy, kwargs),
-        )
+    async def create_run(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        """Insert a pending run from its :func:`run_row`; the record as the API shows it."""
+        await self.db.execute(INSERT_RUN, row)
+        run_id, owner = row[0], row[3]  # run_row's order
         return await self.get_run(run_id, owner)  # type: ignore[return-value]
 
     async def get_run(self, run_id: str, owner: str) -> dict[str, Any] | None:
