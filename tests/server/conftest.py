@@ -18,6 +18,17 @@ from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
 from tests.conftest import REPO, free_port
 
+SELF_RAG_ANSWERED = [
+    "prepare",
+    "decide_retrieval",
+    "retrieve",
+    "grade_documents",
+    "generate",
+    "grade_generation",
+    "finish",
+]
+"""The nodes of a self_rag run that answers on its first pass."""
+
 
 @asynccontextmanager
 async def running_server(data_dir: Path, **settings: object) -> AsyncIterator[str]:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.server.conftest import running_server
+from tests.server.conftest import SELF_RAG_ANSWERED, running_server
 
 QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
 
@@ -50,15 +50,7 @@ async def test_streamed_run_state_and_history(base_url):
     # As on LangGraph Server: the stream closes when the run ends, with no event of its own
     # (the SDK would hand an "end" event to its callers).
     assert chunks[-1].event == "values" and "end" not in {c.event for c in chunks}
-    assert nodes_of(chunks) == [
-        "prepare",
-        "decide_retrieval",
-        "retrieve",
-        "grade_documents",
-        "generate",
-        "grade_generation",
-        "finish",
-    ]
+    assert nodes_of(chunks) == SELF_RAG_ANSWERED
     custom = [c.data for c in chunks if c.event == "custom"]
     assert {"node": "retrieve", "query": QUESTION["question"], "candidates": 4, "hits": 4} in custom
     assert sum(1 for c in custom if c["node"] == "grade_documents") == 4
