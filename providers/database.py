@@ -12,6 +12,8 @@ from typing import Any
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
 _pools: dict[str, Any] = {}
+_schemas: set[tuple[str, str]] = set()
+"""(URL, schema name) pairs whose tables this process has made sure of."""
 _pools_lock = threading.Lock()
 
 
@@ -51,14 +53,13 @@ def postgres_pool(url: str, schema: str, name: str) -> Any:
                 url, kwargs={"autocommit": True}, min_size=1, max_size=8, open=True
             )
         pool = _pools[url]
-        created = getattr(pool, "reflexrag_schemas", set())
-        if name not in created:
+        if (url, name) not in _schemas:
             with pool.connection() as connection, connection.transaction():
                 connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
                 for statement in schema.split(";"):
                     if statement.strip():
                         connection.execute(statement)
-            pool.reflexrag_schemas = created | {name}
+            _schemas.add((url, name))
         return pool
 
 
