@@ -7,7 +7,7 @@ from langchain_core.documents import Document
 
 from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, LocalScorer
 from reflexrag.nodes.judges.rules import unresolved_reference
-from reflexrag.nodes.judges.spans import answer_span, question_focus
+from reflexrag.nodes.judges.spans import answer_span, full_name, names_in, question_focus
 from reflexrag.providers.text import join_terms, split_sentences
 
 
@@ -166,3 +166,71 @@ def test_sentences_split_the_same_from_many_threads():
     with ThreadPoolExecutor(8) as pool:
         split = list(pool.map(split_sentences, texts))
     assert all(parts[-1] == f"It ends at {n}." and len(parts) == 3 for n, parts in enumerate(split))
+
+
+def test_names_part_at_full_stops_but_not_at_initials_or_titles():
+    text = (
+        "He won the Battle of Dalan Balzhut. Jamukha fled. Michael E. Mann met Dr. Ruth "
+        "of the U.S. Army and read Altman’s memo."
+    )
+    assert names_in(text) == [
+        "Battle of Dalan Balzhut",
+        "Jamukha",
+        "Michael E. Mann",
+        "Dr. Ruth",
+        "U.S. Army",
+        "Altman",
+    ]
+
+
+def test_a_name_is_given_in_the_fullest_form_the_documents_agree_on():
+    texts = ["OpenAI CEO Sam Altman spoke.", "Sam Altman left.", "Altman’s plan failed."]
+    assert full_name("Altman", texts) == "Sam Altman"
+    # Two different longer forms: nothing certain, the name stays as it is.
+    assert full_name("Google", ["Google Search grew.", "Google Play shrank."]) == "Google"
+    assert full_name("Paris", ["Paris is big."]) == "Paris"
+
+
+def multi_source_documents() -> list[Document]:
+    articles = {
+        "fortune": "Sam Bankman-Fried faced a jury in New York over the collapse of FTX.",
+        "verge": "Bankman-Fried was compared to Warren Buffett by early investors.",
+        "techcrunch": "Prosecutors said Bankman-Fried built FTX on lies, TechCrunch reported.",
+        "cnbc": "Markets fell on Tuesday as investors weighed new data.",
+    }
+    return [
+        Document(id=f"{source}#0", page_content=text, metadata={"doc_id": source})
+        for source, text in articles.items()
+    ]
+
+
+async def test_a_question_tying_articles_together_is_answered_with_the_name_they_share():
+    question = (
+        "Who is the individual that faced a jury according to Fortune, "
+        "and was compared to a famous investor according to The Verge?"
+    )
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(
+        question, multi_source_documents()
+    )
+    # Counted in three articles under two forms, answered with the full one, and quoted
+    # from a sentence that names it.
+    assert answer.text == "Sam Bankman-Fried"
+    assert "Bankman-Fried" in answer.quote
+    assert 0 < answer.confidence <= 1
+
+
+async def test_the_shared_name_is_as_sure_as_its_passages_cover_every_clause():
+    generator = ExtractiveGenerator(FakeEmbeddings())
+    documents = multi_source_documents()
+    covered = generator.clause_support(
+        "Who faced a jury over FTX, and was compared to Warren Buffett?",
+        "Bankman-Fried",
+        documents,
+    )
+    half = generator.clause_support(
+        "Who faced a jury over FTX, and won the Tour de France twice?",
+        "Bankman-Fried",
+        documents,
+    )
+    assert covered > half > 0
+    assert generator.clause_support("Who faced a jury?", "Nobody", documents) == 0.0

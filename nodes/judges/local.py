@@ -15,7 +15,7 @@ import asyncio
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from langchain_core.documents import Document
@@ -44,7 +44,9 @@ from reflexrag.nodes.judges.rules import (
 from reflexrag.nodes.judges.spans import (
     answer_span,
     defined_term,
+    full_name,
     has_kind,
+    holds_words,
     names_in,
     question_focus,
 )
@@ -385,13 +387,21 @@ class ExtractiveGenerator:
         elif (
             focus.kind in ("person", "place", "thing")
             and len(entities(question)) >= 2
+            and question_clauses(question)
             and (shared := name_across_documents(question, documents))
         ):
             # A name several sources share, that the question does not: what a question
             # tying several articles together asks for ("which company ... according to
-            # both TechCrunch and The Verge?"), as sure as the share of sources naming it.
-            text, share = shared
-            confidence = answer_confidence(float(scores[best]), share, short=True)
+            # both TechCrunch and The Verge?"), quoted from the best sentence naming it.
+            text = shared.name
+            naming = [i for i in ranked if shared.mention in candidates[i][0]]
+            if naming:
+                chosen = [naming[0]]
+                quote = candidates[naming[0]][0]
+            confidence = self.clause_support(question, shared.mention, documents)
+        elif focus.kind == "person" and names_in(text) == [text]:
+            # "Who …?" answered "Altman" where the documents say "Sam Altman": the full name.
+            text = full_name(text, [doc.page_content for doc in documents])
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
@@ -403,6 +413,18 @@ class ExtractiveGenerator:
             quote=quote if text != quote else "",
             confidence=confidence,
         )
+
+    def clause_support(self, question: str, name: str, documents: Sequence[Document]) -> float:
+        """How well the passages naming ``name`` cover every part of the question: for each
+        clause, the best match among them, averaged. The answer to "which company, reported
+        by X to …, and by Y to …" must be named where each part is told; a name the
+        documents share by chance sits beside only some of the parts."""
+        texts = [document_text(doc) for doc in documents if name in doc.page_content]
+        if not texts:
+            return 0.0
+        parts = question_clauses(question) or (question,)
+        support = [float(self.scorer.scores(part, texts).max()) for part in parts]
+        return round(float(np.mean(support)), 4)
 
 
 _POLARITY_RE = re.compile(
@@ -469,9 +491,16 @@ def yes_or_no(question: str, evidence: Sequence[str]) -> tuple[str, float]:
     return ("Yes" if supported else "No"), confidence
 
 
-def name_across_documents(question: str, documents: Sequence[Document]) -> tuple[str, float] | None:
+class SharedName(NamedTuple):
+    name: str
+    """The name in its fullest form the documents use ("Sam Altman")."""
+    mention: str
+    """The form counted in every document ("Altman")."""
+
+
+def name_across_documents(question: str, documents: Sequence[Document]) -> SharedName | None:
     """The name most documents mention (at least two of three or more), that the question
-    does not, with the share of documents that mention it."""
+    does not, in the fullest form they use."""
     if len({doc.metadata.get("doc_id", doc.id) for doc in documents}) < 3:
         return None
     asked = question.lower()
@@ -482,10 +511,18 @@ def name_across_documents(question: str, documents: Sequence[Document]) -> tuple
                 counts.setdefault(name, set()).add(str(doc.metadata.get("doc_id", doc.id)))
     if not counts:
         return None
-    name, sources = max(counts.items(), key=lambda item: (len(item[1]), len(item[0])))
+    # A document naming "Sam Bankman-Fried" names "Bankman-Fried" too.
+    for name, sources in counts.items():
+        words = tuple(name.split())
+        for other, more in counts.items():
+            if len(other) > len(name) and holds_words(tuple(other.split()), words):
+                sources |= more
+    # On a tie the shortest form is the one counted (it is in every sentence naming it);
+    # the answer is its fullest form.
+    name, sources = max(counts.items(), key=lambda item: (len(item[1]), -len(item[0])))
     if len(sources) < max(2, len(documents) // 2):
         return None
-    return name, round(len(sources) / len(documents), 4)
+    return SharedName(full_name(name, [doc.page_content for doc in documents]), name)
 
 
 def answer_confidence(sentence_score: float, span_score: float, short: bool) -> float:

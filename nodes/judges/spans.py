@@ -14,6 +14,7 @@ Simplified form of the text (:func:`_chinese_phrase`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -183,17 +184,67 @@ def has_kind(kind: str, text: str) -> bool:
     return True
 
 
+_POSSESSIVE_RE = re.compile(r"['’]s?$")
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Prof", "Gen", "Sen", "Rep"})
+
+
+def _ends_sentence(word: str) -> bool:
+    """A full stop that is not an initial ("E.", "U.S.") or a title's ("Dr.")."""
+    return (
+        word.endswith(".") and word[:-1] not in _TITLES and not re.fullmatch(r"(?:[A-Z]\.)+", word)
+    )
+
+
 def names_in(text: str) -> list[str]:
     """Capitalised names in English text, sentence starts included ("Sam Bankman-Fried
-    said…"), without a leading common word ("The", "In")."""
+    said…"), without a leading common word ("The", "In") or a possessive ("Altman’s").
+    A full stop parts two names ("Battle of Dalan Balzhut. Jamukha"), unless it marks an
+    initial or a title ("Michael E. Mann", "U.S. Army", "Dr. Ruth")."""
     found = []
     for match in _NAME_RE.finditer(text):
-        words = match.group(0).split()
-        while words and words[0].lower() in ENGLISH_STOPWORDS:
-            words = words[1:]
-        if words and not (len(words) == 1 and len(words[0]) < 3):
-            found.append(" ".join(words).rstrip(".'’"))
+        group: list[str] = []
+        for word in match.group(0).split():
+            group.append(word)
+            if _ends_sentence(word):
+                found.extend(_as_name(group))
+                group = []
+        found.extend(_as_name(group))
     return found
+
+
+def _as_name(words: list[str]) -> list[str]:
+    """The name these capitalised words make, if any (none, or one, in a list)."""
+    while words and words[0].lower() in ENGLISH_STOPWORDS:
+        words = words[1:]
+    if not words:
+        return []
+    words = [*words[:-1], _POSSESSIVE_RE.sub("", words[-1].rstrip("."))]
+    if len(words) == 1 and len(words[0]) < 3:
+        return []
+    return [" ".join(words)]
+
+
+def full_name(name: str, texts: Sequence[str]) -> str:
+    """The fuller form of ``name`` the texts use ("Altman" → "Sam Altman"): the shortest
+    longer name holding it word for word, provided every longer form holds that one too.
+    "OpenAI CEO Sam Altman" and "Sam Altman" make "Sam Altman"; "Google Search" and
+    "Google Play" say nothing certain about "Google", which stays as it is."""
+    words = tuple(name.split())
+    longer = {
+        found
+        for text in texts
+        for found in (tuple(other.split()) for other in names_in(text))
+        if len(found) > len(words) and holds_words(found, words)
+    }
+    if not longer:
+        return name
+    shortest = min(longer, key=len)
+    return " ".join(shortest) if all(holds_words(form, shortest) for form in longer) else name
+
+
+def holds_words(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    """Whether ``part`` occurs in ``words`` as consecutive words."""
+    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
 @dataclass(frozen=True)
