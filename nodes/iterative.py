@@ -22,6 +22,7 @@ from reflexrag.nodes.rag import (
     original_question,
     retrieve_chunks,
     step,
+    with_first_retrieval,
 )
 from reflexrag.state import Context, QueryKind, RAGState, Round
 
@@ -62,11 +63,13 @@ async def grade_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, A
 
 
 async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Answer from every round's relevant chunks so far, this round's included."""
+    """Answer from every round's relevant chunks so far, this round's included, and what the
+    first round found (what naive RAG reads: a later hop must add evidence, not hide it)."""
     context = context_of(runtime)
-    documents = gathered_documents(state)
-    if not documents:
+    gathered = gathered_documents(state)
+    if not gathered:
         return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
+    documents = with_first_retrieval(state, context, gathered)
     update = await answer_from(state, context, documents, retry=False)
     return {**update, "steps": step("draft_answer", f"draft from {len(documents)} chunks")}
 

@@ -82,3 +82,20 @@ async def test_the_round_counter_bounds_a_loop_that_is_never_complete(flow_kb, m
     assert len(state["rounds"]) == 3 and state["retrieval_attempts"] == 3
     assert nodes(state)[-1] == "give_up" and state["answer_kind"] == "not_found"
     assert state["stop_reason"] == "max_retrieval_attempts"
+
+
+async def test_the_answer_reads_what_the_first_round_found_as_well(flow_kb, monkeypatch):
+    # Round 1's chunk is judged irrelevant, round 2's relevant: the answer still reads both,
+    # so a later hop adds to what naive RAG would have read instead of replacing it.
+    context = scripted(
+        monkeypatch,
+        [NO, scores(2, relevance=1, missing=("inventor",)), "inventor Edison", YES, scores(9)],
+        ["Edison died in 1931 [1][2]."],
+        top_k=1,
+    )
+    state = await iterative_graph.ainvoke(
+        {"question": "When did the inventor die?"}, context=context
+    )
+    first, second = (r["retrieved_ids"][0] for r in state["rounds"])
+    assert state["rounds"][0]["relevant_ids"] == [] and state["rounds"][1]["relevant_ids"]
+    assert {source["id"] for source in state["sources"]} == {first, second}
