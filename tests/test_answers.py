@@ -19,6 +19,9 @@ from reflexrag.providers.text import join_terms, split_sentences
         ("How many people live in Paris?", "number"),
         ("In which year was the bridge built?", "date"),
         ("Is Paris the capital of France?", "yesno"),
+        # A yes/no question after a leading phrase; a question word first decides instead.
+        ("After the report by The Age in October, did TechCrunch agree?", "yesno"),
+        ("Which company, reported by The Verge, was sued?", "thing"),
         ("Why did the empire fall?", "description"),
         ("What is CRAG?", "description"),
         ("What is the capital of France?", "thing"),

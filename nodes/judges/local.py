@@ -520,7 +520,7 @@ def name_across_documents(question: str, documents: Sequence[Document]) -> Share
     # On a tie the shortest form is the one counted (it is in every sentence naming it);
     # the answer is its fullest form.
     name, sources = max(counts.items(), key=lambda item: (len(item[1]), -len(item[0])))
-    if len(sources) < max(2, len(documents) // 2):
+    if len(sources) < 2:
         return None
     return SharedName(full_name(name, [doc.page_content for doc in documents]), name)
 

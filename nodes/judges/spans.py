@@ -65,7 +65,9 @@ _WH_RE = re.compile(
     rf"\b(who|whom|whose|when|where|which|what|how|why|in what|what year|{_AUXILIARIES})\b",
     re.IGNORECASE,
 )
-_YES_NO_RE = re.compile(rf"^\s*(?:{_AUXILIARIES})\b", re.IGNORECASE)
+# "Is it …?", or after a leading phrase: "After the report by The Age …, did TechCrunch …?"
+_YES_NO_RE = re.compile(rf"(?:^\s*|[,;]\s+)(?:{_AUXILIARIES})\b", re.IGNORECASE)
+_QUESTION_WORD_RE = re.compile(r"\b(?:who|whom|whose|when|where|which|what|how|why)\b", re.I)
 _ZH_KINDS = (
     (
         "date",
@@ -159,7 +161,9 @@ def question_focus(question: str) -> Focus:
         return Focus("number", question_terms)
     if _DATE_NOUN_RE.search(question):
         return Focus("date", question_terms)
-    if _YES_NO_RE.match(question):
+    if (auxiliary := _YES_NO_RE.search(question)) and not _QUESTION_WORD_RE.search(
+        question, 0, auxiliary.start()
+    ):
         return Focus("yesno", question_terms)
     if _EN_DESCRIPTION_RE.match(question) or _DEFINITION_RE.match(question):
         return Focus("description", question_terms)
