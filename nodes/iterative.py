@@ -80,8 +80,9 @@ async def assess_round(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     rounds = state.get("rounds") or []
     by_id = {doc.id: doc for doc in state.get("documents") or []}
     round_documents = [by_id[i] for i in state.get("last_retrieved_ids") or [] if i in by_id]
-    # The draft with the sentence it quotes: that sentence names the bridge to the next hop.
-    draft = " ".join(filter(None, (state.get("generation"), state.get("quote"))))
+    # The draft with the sentence it quotes, a line apart (the answer's name and the quote's
+    # first word are not one name): that sentence names the bridge to the next hop.
+    draft = "\n".join(filter(None, (state.get("generation"), state.get("quote"))))
     with metered() as meter:
         judge = await judge_for(context)
         scores = await judge.assess_round(

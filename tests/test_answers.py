@@ -186,6 +186,12 @@ def test_names_part_at_full_stops_but_not_at_initials_or_titles():
     ]
 
 
+def test_a_name_ends_at_a_line_break():
+    # A title's last word and the next line's first word, or an answer and its quote.
+    assert names_in("Bank of England\nThe governor said") == ["Bank of England"]
+    assert names_in("Altman\nAt its conference, Altman spoke.") == ["Altman", "Altman"]
+
+
 def test_a_name_is_given_in_the_fullest_form_the_documents_agree_on():
     texts = ["OpenAI CEO Sam Altman spoke.", "Sam Altman left.", "Altman’s plan failed."]
     assert full_name("Altman", texts) == "Sam Altman"
@@ -237,3 +243,21 @@ async def test_the_shared_name_is_as_sure_as_its_passages_cover_every_clause():
     )
     assert covered > half > 0
     assert generator.clause_support("Who faced a jury?", "Nobody", documents) == 0.0
+
+
+async def test_a_who_question_gets_the_shared_name_of_a_person_not_of_a_company():
+    documents = [
+        *multi_source_documents()[:3],
+        Document(
+            id="wired#0",
+            page_content="FTX collapsed in November; FTX customers lost billions.",
+            metadata={"doc_id": "wired"},
+        ),
+    ]
+    question = (
+        "Who is the individual whose trial drew crowds according to Fortune, "
+        "and who was likened to an investor according to The Verge?"
+    )
+    # FTX and Bankman-Fried are each named by three articles; the question asks for a person.
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, documents)
+    assert answer.text == "Sam Bankman-Fried"

@@ -55,8 +55,10 @@ NUMBER_RE = re.compile(
     r"|[\d一二三四五六七八九十百千万萬亿億两兩〇零.,]+\s*(?:%|％|[^\s\d，。、；：]{1,2})?",
     re.IGNORECASE,
 )
+# Words of a name stay on one line: a title's last word and the next line's first are two.
 _NAME_RE = re.compile(
-    r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|da|van|von|der|the|&|du|la|le|y)?\s*[A-Z][\w'’.-]*)*"
+    r"\b[A-Z][\w'’.-]*"
+    r"(?:[^\S\n]+(?:of|de|da|van|von|der|the|&|du|la|le|y)?[^\S\n]*[A-Z][\w'’.-]*)*"
 )
 _AUXILIARIES = (
     "is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|might|must"
