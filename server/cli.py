@@ -104,17 +104,9 @@ def _print_result(result: Any) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from reflexrag.providers.settings import get_settings
-
-    settings = get_settings()
-    first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
-    if first_use:
-        # Said before the heavy imports below, so a fresh install shows life within a second.
-        _announce_sample_kb(settings.default_kb)
-    from reflexrag.providers.checkpointer import open_checkpointer
-    from reflexrag.providers.knowledge_base import list_knowledge_bases
-    from reflexrag.server.runner import NothingToResumeError, run_question
     from reflexrag.state.context import check_question
 
+    settings = get_settings()
     question = args.question or ""
     if args.reply is not None and not args.thread:
         raise CLIError("--reply resumes a paused run: name its thread with --thread")
@@ -124,6 +116,15 @@ async def _ask(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     context = _context(args)
+    # Bad input is refused first, in one line; valid input on a fresh install is told about
+    # the sample documents before the heavy imports below, so it shows life within a second.
+    first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
+    if first_use:
+        _announce_sample_kb(settings.default_kb)
+    from reflexrag.providers.checkpointer import open_checkpointer
+    from reflexrag.providers.knowledge_base import list_knowledge_bases
+    from reflexrag.server.runner import NothingToResumeError, run_question
+
     known = list_knowledge_bases()
     if context.kb != get_settings().default_kb and context.kb not in known:
         raise CLIError(
