@@ -126,12 +126,12 @@ async def _ask(args: argparse.Namespace) -> int:
     from reflexrag.server.runner import NothingToResumeError, run_question
 
     known = list_knowledge_bases()
-    if context.kb != get_settings().default_kb and context.kb not in known:
+    if context.kb != settings.default_kb and context.kb not in known:
         raise CLIError(
             f"unknown knowledge base {context.kb!r}; known: {', '.join(known) or 'none'} "
             "(create one with reflexrag ingest --kb NAME)"
         )
-    if context.kb == get_settings().default_kb and context.kb not in known:
+    if context.kb == settings.default_kb and context.kb not in known:
         _seed_sample_kb(context.kb, announced=first_use)
 
     writing = False

@@ -15,6 +15,16 @@ from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
 from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
 from reflexrag.state import Context
 
+SELF_RAG_FIRST_PASS = [
+    "decide_retrieval",
+    "retrieve",
+    "grade_documents",
+    "generate",
+    "grade_generation",
+    "finish",
+]
+"""The steps of a self_rag run that answers on its first pass."""
+
 
 def scripted(
     monkeypatch: Any,

@@ -193,11 +193,11 @@ def test_a_name_ends_at_a_line_break():
 
 
 def test_a_name_is_given_in_the_fullest_form_the_documents_agree_on():
-    texts = ["OpenAI CEO Sam Altman spoke.", "Sam Altman left.", "Altman’s plan failed."]
-    assert full_name("Altman", texts) == "Sam Altman"
+    named = names_in("OpenAI CEO Sam Altman spoke. Sam Altman left. Altman’s plan failed.")
+    assert full_name("Altman", named) == "Sam Altman"
     # Two different longer forms: nothing certain, the name stays as it is.
-    assert full_name("Google", ["Google Search grew.", "Google Play shrank."]) == "Google"
-    assert full_name("Paris", ["Paris is big."]) == "Paris"
+    assert full_name("Google", names_in("Google Search grew. Google Play shrank.")) == "Google"
+    assert full_name("Paris", names_in("Paris is big.")) == "Paris"
 
 
 def multi_source_documents() -> list[Document]:

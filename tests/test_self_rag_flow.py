@@ -10,7 +10,7 @@ import pytest
 
 from reflexrag.graphs.naive import graph as naive_graph
 from reflexrag.graphs.self_rag import graph as self_rag_graph
-from tests.flow import nodes, scripted
+from tests.flow import SELF_RAG_FIRST_PASS, nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 ROUTE_YES, ROUTE_NO = '{"retrieve": "yes"}', '{"retrieve": "no", "reason": "small talk"}'
@@ -20,14 +20,7 @@ FULLY, UNGROUNDED = '{"level": "fully"}', '{"level": "no"}'
 async def test_happy_path_answers(flow_kb, monkeypatch):
     context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [1]."])
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
-    assert nodes(state) == [
-        "decide_retrieval",
-        "retrieve",
-        "grade_documents",
-        "generate",
-        "grade_generation",
-        "finish",
-    ]
+    assert nodes(state) == SELF_RAG_FIRST_PASS
     assert state["stop_reason"] == "answered"
     assert state["generation"] == "He died in 1943 [1]."
     assert state["sources"]

@@ -403,7 +403,8 @@ class ExtractiveGenerator:
             confidence = self.clause_support(question, shared.mention, documents)
         elif focus.kind == "person" and names_in(text) == [text]:
             # "Who …?" answered "Altman" where the documents say "Sam Altman": the full name.
-            text = full_name(text, [doc.page_content for doc in documents])
+            named = [name for doc in documents for name in names_in(doc.page_content)]
+            text = full_name(text, named)
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
@@ -510,11 +511,11 @@ def name_across_documents(question: str, documents: Sequence[Document]) -> Share
     if len({doc.metadata.get("doc_id", doc.id) for doc in documents}) < 3:
         return None
     asked = question.lower()
+    named = [(doc, name) for doc in documents for name in names_in(doc.page_content)]
     counts: dict[str, set[str]] = {}
-    for doc in documents:
-        for name in names_in(doc.page_content):
-            if name.lower() not in asked and not is_chinese(name):
-                counts.setdefault(name, set()).add(str(doc.metadata.get("doc_id", doc.id)))
+    for doc, name in named:
+        if name.lower() not in asked and not is_chinese(name):
+            counts.setdefault(name, set()).add(str(doc.metadata.get("doc_id", doc.id)))
     if not counts:
         return None
     # A document naming "Sam Bankman-Fried" names "Bankman-Fried" too.
@@ -523,19 +524,19 @@ def name_across_documents(question: str, documents: Sequence[Document]) -> Share
         for other, more in counts.items():
             if len(other) > len(name) and holds_words(tuple(other.split()), words):
                 sources |= more
-    texts = [doc.page_content for doc in documents]
+    forms = [name for _, name in named]
     shared = {name: sources for name, sources in counts.items() if len(sources) >= 2}
     if question_focus(question).kind == "person":
         # "Who is the individual …?": a person's name has a first and a last name (FTX,
         # named in as many articles as its founder, is not one).
-        people = {n: s for n, s in shared.items() if _PERSON_RE.fullmatch(full_name(n, texts))}
+        people = {n: s for n, s in shared.items() if _PERSON_RE.fullmatch(full_name(n, forms))}
         shared = people or shared
     if not shared:
         return None
     # On a tie the shortest form is the one counted (it is in every sentence naming it);
     # the answer is its fullest form.
     name = max(shared, key=lambda name: (len(shared[name]), -len(name)))
-    return SharedName(full_name(name, texts), name)
+    return SharedName(full_name(name, forms), name)
 
 
 def answer_confidence(sentence_score: float, span_score: float, short: bool) -> float:

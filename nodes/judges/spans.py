@@ -14,7 +14,7 @@ Simplified form of the text (:func:`_chinese_phrase`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +24,7 @@ from reflexrag.providers.text import (
     is_chinese,
     segment,
     simplified,
+    split_sentences,
     tagged_segment,
     terms,
 )
@@ -63,13 +64,14 @@ _NAME_RE = re.compile(
 _AUXILIARIES = (
     "is|are|was|were|do|does|did|can|could|will|would|has|have|had|should|shall|may|might|must"
 )
+_QUESTION_WORDS = "who|whom|whose|when|where|which|what|how|why"
 _WH_RE = re.compile(
-    rf"\b(who|whom|whose|when|where|which|what|how|why|in what|what year|{_AUXILIARIES})\b",
+    rf"\b({_QUESTION_WORDS}|in what|what year|{_AUXILIARIES})\b",
     re.IGNORECASE,
 )
 # "Is it …?", or after a leading phrase: "After the report by The Age …, did TechCrunch …?"
 _YES_NO_RE = re.compile(rf"(?:^\s*|[,;]\s+)(?:{_AUXILIARIES})\b", re.IGNORECASE)
-_QUESTION_WORD_RE = re.compile(r"\b(?:who|whom|whose|when|where|which|what|how|why)\b", re.I)
+_QUESTION_WORD_RE = re.compile(rf"\b(?:{_QUESTION_WORDS})\b", re.IGNORECASE)
 _ZH_KINDS = (
     (
         "date",
@@ -191,31 +193,20 @@ def has_kind(kind: str, text: str) -> bool:
 
 
 _POSSESSIVE_RE = re.compile(r"['’]s?$")
-_TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Prof", "Gen", "Sen", "Rep"})
-
-
-def _ends_sentence(word: str) -> bool:
-    """A full stop that is not an initial ("E.", "U.S.") or a title's ("Dr.")."""
-    return (
-        word.endswith(".") and word[:-1] not in _TITLES and not re.fullmatch(r"(?:[A-Z]\.)+", word)
-    )
 
 
 def names_in(text: str) -> list[str]:
     """Capitalised names in English text, sentence starts included ("Sam Bankman-Fried
     said…"), without a leading common word ("The", "In") or a possessive ("Altman’s").
-    A full stop parts two names ("Battle of Dalan Balzhut. Jamukha"), unless it marks an
-    initial or a title ("Michael E. Mann", "U.S. Army", "Dr. Ruth")."""
-    found = []
-    for match in _NAME_RE.finditer(text):
-        group: list[str] = []
-        for word in match.group(0).split():
-            group.append(word)
-            if _ends_sentence(word):
-                found.extend(_as_name(group))
-                group = []
-        found.extend(_as_name(group))
-    return found
+    A name never runs across sentences ("Battle of Dalan Balzhut. Jamukha"): the text is split
+    by :func:`split_sentences`, which knows initials and titles ("Michael E. Mann", "U.S.
+    Army", "Dr. Ruth")."""
+    return [
+        name
+        for sentence in split_sentences(text)
+        for match in _NAME_RE.finditer(sentence)
+        for name in _as_name(match.group(0).split())
+    ]
 
 
 def _as_name(words: list[str]) -> list[str]:
@@ -230,16 +221,15 @@ def _as_name(words: list[str]) -> list[str]:
     return [" ".join(words)]
 
 
-def full_name(name: str, texts: Sequence[str]) -> str:
-    """The fuller form of ``name`` the texts use ("Altman" → "Sam Altman"): the shortest
-    longer name holding it word for word, provided every longer form holds that one too.
-    "OpenAI CEO Sam Altman" and "Sam Altman" make "Sam Altman"; "Google Search" and
-    "Google Play" say nothing certain about "Google", which stays as it is."""
+def full_name(name: str, names: Iterable[str]) -> str:
+    """The fuller form of ``name`` among the ``names`` documents use (:func:`names_in`):
+    "Altman" → "Sam Altman", the shortest longer name holding it word for word, provided every
+    longer form holds that one too. "OpenAI CEO Sam Altman" and "Sam Altman" make "Sam Altman";
+    "Google Search" and "Google Play" say nothing certain about "Google", which stays."""
     words = tuple(name.split())
     longer = {
         found
-        for text in texts
-        for found in (tuple(other.split()) for other in names_in(text))
+        for found in (tuple(other.split()) for other in names)
         if len(found) > len(words) and holds_words(found, words)
     }
     if not longer:

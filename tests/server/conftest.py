@@ -17,17 +17,10 @@ from reflexrag.benchmarks.services import new_database
 from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
 from tests.conftest import REPO, free_port
+from tests.flow import SELF_RAG_FIRST_PASS
 
-SELF_RAG_ANSWERED = [
-    "prepare",
-    "decide_retrieval",
-    "retrieve",
-    "grade_documents",
-    "generate",
-    "grade_generation",
-    "finish",
-]
-"""The nodes of a self_rag run that answers on its first pass."""
+SELF_RAG_ANSWERED = ["prepare", *SELF_RAG_FIRST_PASS]
+"""The nodes of a self_rag run that answers on its first pass (prepare records no step)."""
 
 
 @asynccontextmanager
