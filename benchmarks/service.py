@@ -64,7 +64,13 @@ class InstantJudge:
 class InstantGenerator:
     backend = "fast"
 
-    async def generate(self, question: str, documents: Sequence[Document], attempt: int = 1):
+    async def generate(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        attempt: int = 1,
+        background: Sequence[Document] = (),
+    ):
         first = documents[0] if documents else None
         return Answer(
             first.page_content[:200] if first else "",

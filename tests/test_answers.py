@@ -261,3 +261,18 @@ async def test_a_who_question_gets_the_shared_name_of_a_person_not_of_a_company(
     # FTX and Bankman-Fried are each named by three articles; the question asks for a person.
     answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, documents)
     assert answer.text == "Sam Bankman-Fried"
+
+
+async def test_a_yes_no_claim_reads_the_background_but_quotes_only_the_documents():
+    question = (
+        "Did Engadget report a discount on the MacBook Air before The Verge reported a "
+        "discount on the Galaxy Buds?"
+    )
+    strip = Document(id="engadget#0~0", page_content="Engadget found a MacBook Air discount.")
+    verge = Document(id="verge#0", page_content="The Verge reported Galaxy Buds deals.")
+    generator = ExtractiveGenerator(FakeEmbeddings())
+    alone = await generator.generate(question, [strip])
+    read = await generator.generate(question, [strip], background=[verge])
+    # Half the claim is in the strip, the rest in a document beside it: together, a Yes.
+    assert (alone.text, read.text) == ("No", "Yes")
+    assert read.used_ids == ["engadget#0~0"]

@@ -131,10 +131,16 @@ class KeywordJudge:
 
 
 class FirstStripGenerator:
+    """Answers with its first document; keeps the sources of the background it was given."""
+
     backend = "fake"
     reports_confidence = False
 
-    async def generate(self, question, documents, attempt=1):
+    def __init__(self) -> None:
+        self.background: list[str] = []
+
+    async def generate(self, question, documents, attempt=1, background=()):
+        self.background = [doc.metadata["doc_id"] for doc in background]
         return Answer(documents[0].page_content, "extractive", [str(documents[0].id)])
 
 
@@ -163,9 +169,16 @@ def crag_kbs():
     )
 
 
-def fake_context(monkeypatch, scores: dict[str, float], useful: bool = True, **extra) -> Context:
+def fake_context(
+    monkeypatch,
+    scores: dict[str, float],
+    useful: bool = True,
+    generator: FirstStripGenerator | None = None,
+    **extra,
+) -> Context:
+    generator = generator or FirstStripGenerator()
     monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: KeywordJudge(scores, useful))
-    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: FirstStripGenerator())
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: generator)
     fields = {
         "kb": "crag-kb",
         "web_kb": "crag-web",
@@ -223,6 +236,20 @@ async def test_ambiguous_merges_internal_and_web_strips(crag_kbs, monkeypatch):
     }
     assert origins == {("tesla-kb", "kb"), ("tesla-web", "web")}
     assert state["knowledge_strips"][0].metadata["doc_id"] == "tesla-web", "best strip first"
+
+
+async def test_the_generator_reads_what_the_strips_were_cut_from(crag_kbs, monkeypatch):
+    generator = FirstStripGenerator()
+    context = fake_context(monkeypatch, {"inventor": 0.9}, generator=generator)
+    state = await crag_graph.ainvoke({"question": "Where did Tesla live?"}, context=context)
+    # It quotes the strips and reads beside them their document, then what the first
+    # retrieval found (what naive RAG reads).
+    assert state["sources"][0]["doc_id"] == "tesla-kb"
+    assert generator.background == ["tesla-kb", "paris"]
+    context = fake_context(monkeypatch, {"Tesla died": 0.8}, generator=generator)
+    await crag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    # A retrieval judged incorrect is not read again: only the page the strips came from.
+    assert generator.background == ["tesla-web"]
 
 
 async def test_nothing_relevant_anywhere_gives_up_honestly(crag_kbs, monkeypatch):

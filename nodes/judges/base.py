@@ -165,8 +165,15 @@ class Generator(Protocol):
     """Whether its answers carry their own confidence (else the sources' grades stand in)."""
 
     async def generate(
-        self, question: str, documents: Sequence[Document], attempt: int
-    ) -> Answer: ...
+        self,
+        question: str,
+        documents: Sequence[Document],
+        attempt: int,
+        background: Sequence[Document] = (),
+    ) -> Answer:
+        """Answer from ``documents``. ``background`` holds documents the answer is not
+        quoted from but whose facts may count (what CRAG's refined strips were cut from)."""
+        ...
 
 
 async def grounded_then_useful(

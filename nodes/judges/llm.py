@@ -604,8 +604,14 @@ class LLMGenerator:
         self.model = model
 
     async def generate(
-        self, question: str, documents: Sequence[Document], attempt: int = 1
+        self,
+        question: str,
+        documents: Sequence[Document],
+        attempt: int = 1,
+        background: Sequence[Document] = (),
     ) -> Answer:
+        # The model reads only ``documents``: CRAG's refined knowledge is the point of
+        # refining (Yan et al. 2024); the background would bring back what it left out.
         if documents:
             prompt = prompts.GENERATE_PROMPT.format(context=_numbered(documents), question=question)
         else:

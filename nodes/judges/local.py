@@ -344,7 +344,13 @@ class ExtractiveGenerator:
         self.max_sentences = max_sentences
 
     @off_the_loop
-    def generate(self, question: str, documents: Sequence[Document], attempt: int = 1) -> Answer:
+    def generate(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        attempt: int = 1,
+        background: Sequence[Document] = (),
+    ) -> Answer:
         # Overlapping chunks of one document repeat sentences: each is read once.
         unique: dict[str, tuple[str, Document]] = {}
         for doc in documents:
@@ -366,6 +372,9 @@ class ExtractiveGenerator:
             ],
         )
         focus = question_focus(question)
+        # Quotes come from ``documents``; facts about whole documents (every part of a
+        # yes/no claim, a name several sources share, its full form) read the background too.
+        read = [*documents, *background]
         bonus = np.array([0.15 if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
         ranked = np.argsort(-(scores + bonus), kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
@@ -383,12 +392,13 @@ class ExtractiveGenerator:
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
-            text, confidence = yes_or_no(question, [sentence for sentence, _ in candidates])
+            evidence = [sentence for doc in read for sentence in split_sentences(doc.page_content)]
+            text, confidence = yes_or_no(question, evidence)
         elif (
             focus.kind in ("person", "place", "thing")
             and len(entities(question)) >= 2
             and question_clauses(question)
-            and (shared := name_across_documents(question, documents))
+            and (shared := name_across_documents(question, read))
         ):
             # A name several sources share, that the question does not: what a question
             # tying several articles together asks for ("which company ... according to
@@ -400,10 +410,10 @@ class ExtractiveGenerator:
             if naming:
                 chosen = [naming[0]]
                 quote = candidates[naming[0]][0]
-            confidence = self.clause_support(question, shared.mention, documents)
+            confidence = self.clause_support(question, shared.mention, read)
         elif focus.kind == "person" and names_in(text) == [text]:
             # "Who …?" answered "Altman" where the documents say "Sam Altman": the full name.
-            named = [name for doc in documents for name in names_in(doc.page_content)]
+            named = [name for doc in read for name in names_in(doc.page_content)]
             text = full_name(text, named)
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
