@@ -19,7 +19,7 @@ import hashlib
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -72,9 +72,19 @@ def validate_kb_name(name: str) -> str:
     return name
 
 
+def document_heading(metadata: Mapping[str, Any]) -> str:
+    """A document's title as read ("Nikola_Tesla" → "Nikola Tesla"), with its byline when it
+    has one: "Is Google Search fair? (The Age, October 22, 2023)"."""
+    title = str(metadata.get("title") or "").replace("_", " ").strip()
+    byline = str(metadata.get("byline") or "").strip()
+    if title and byline:
+        return f"{title} ({byline})"
+    return title or byline
+
+
 def with_title(title: Any, chunk: str, section: Any = "") -> str:
-    """What gets embedded: a chunk often never names its subject, its document's title (and
-    section heading) does."""
+    """What gets embedded and indexed: a chunk often never names its subject, or who wrote
+    it and when; its document's heading (title and byline) and section heading do."""
     parts = (str(part or "").replace("_", " ").strip() for part in (title, section))
     heading = " › ".join(part for part in parts if part)
     return f"{heading}\n{chunk}" if heading else chunk
@@ -129,7 +139,7 @@ class _WriteBatch:
             for chunk in split_into_chunks(body, chunk_tokens)
         ]
         base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
-        title = doc.metadata.get("title")
+        title = document_heading(doc.metadata)
         self.doc_ids.append(doc.doc_id)
         for n, (heading, chunk) in enumerate(pieces):
             self.ids.append(f"{doc.doc_id}#{n}")
@@ -225,7 +235,7 @@ class KnowledgeBase:
                 {
                     chunk_id: (
                         meta["doc_id"],
-                        with_title(meta.get("title"), text, meta.get("section")),
+                        with_title(document_heading(meta), text, meta.get("section")),
                     )
                     for chunk_id, text, meta in zip(
                         got["ids"], got["documents"], got["metadatas"], strict=True

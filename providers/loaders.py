@@ -12,6 +12,8 @@ import json
 import re
 import socket
 import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -221,8 +223,41 @@ def _stable_id(prefix: str, key: str) -> str:
     return f"{prefix}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 
 
+_SCALARS = (str, int, float, bool)
+_BYLINE_WHO = ("author", "publisher")
+_BYLINE_WHEN = ("published_at", "published", "date")
+
+
+def spoken_date(value: Any) -> str:
+    """An ISO date or timestamp as a reader (and a question) says it: "2023-10-22T18:00:00Z"
+    → "October 22, 2023"; anything else as it is."""
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    return f"{when:%B} {when.day}, {when.year}"
+
+
+def byline(row: Mapping[str, Any]) -> str:
+    """Who published a row's document and when ("The Verge, September 26, 2023"), from its
+    fields or a nested metadata object's, where ``source`` names the publisher (at the top
+    level it says which collection the row came from)."""
+    nested = [value for value in row.values() if isinstance(value, dict)]
+    named = [(row, _BYLINE_WHO), *((fields, (*_BYLINE_WHO, "source")) for fields in nested)]
+    who = _first(fields.get(key) for fields, keys in named for key in keys)
+    when = _first(fields.get(key) for fields in (row, *nested) for key in _BYLINE_WHEN)
+    return ", ".join(part for part in (who, when and spoken_date(when)) if part)
+
+
+def _first(values: Iterable[Any]) -> str:
+    given = (v for v in values if isinstance(v, str | int) and not isinstance(v, bool))
+    return next((text for text in map(str.strip, map(str, given)) if text), "")
+
+
 def load_jsonl(path: Path) -> list[SourceDocument]:
-    """Rows with ``text`` (required), ``doc_id``, ``title``, ``lang``, ``source``, other scalars."""
+    """Rows with ``text`` (required), ``doc_id``, ``title``, ``lang``, ``source``, other
+    scalars, and nested metadata objects (kept as ``meta.source`` …). Who published a
+    document and when becomes its ``byline``, read with its title."""
     documents = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -235,8 +270,17 @@ def load_jsonl(path: Path) -> list[SourceDocument]:
         if not isinstance(text, str) or not text.strip():
             raise KnowledgeBaseError(f"{path}:{number}: a row needs a non-empty 'text' field")
         doc_id = str(row.get("doc_id") or _stable_id(path.stem, text))
-        metadata = {k: v for k, v in row.items() if k not in {"text", "doc_id"}}
+        metadata: dict[str, Any] = {}
+        for key, value in row.items():
+            if isinstance(value, dict):
+                metadata.update(
+                    {f"{key}.{k}": v for k, v in value.items() if isinstance(v, _SCALARS)}
+                )
+            elif key not in {"text", "doc_id"}:
+                metadata[key] = value
         metadata.setdefault("title", doc_id)
+        if said := byline(row):
+            metadata["byline"] = said
         documents.append(SourceDocument(doc_id, text, metadata))
     return documents
 

@@ -276,3 +276,17 @@ async def test_a_yes_no_claim_reads_the_background_but_quotes_only_the_documents
     # Half the claim is in the strip, the rest in a document beside it: together, a Yes.
     assert (alone.text, read.text) == ("No", "Yes")
     assert read.used_ids == ["engadget#0~0"]
+
+
+async def test_a_yes_no_claim_about_who_reported_when_reads_the_byline():
+    question = "Did The Verge report on September 26, 2023 that Google's search deals were fair?"
+    text = "Google said its default search deals were fair to users."
+    plain = Document(id="a#0", page_content=text, metadata={"title": "Search deals"})
+    bylined = Document(
+        id="a#0",
+        page_content=text,
+        metadata={"title": "Search deals", "byline": "The Verge, September 26, 2023"},
+    )
+    generator = ExtractiveGenerator(FakeEmbeddings())
+    assert (await generator.generate(question, [plain])).text == "No"
+    assert (await generator.generate(question, [bylined])).text == "Yes"

@@ -3,6 +3,7 @@ chunks carry the section heading (tests make their own small files)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import docx
@@ -146,3 +147,34 @@ def test_without_a_title_the_first_top_heading_names_the_page(tmp_path):
     (doc,) = load_path(page)
     assert doc.metadata["title"] == "First"
     assert doc.sections[-1] == ("Second", "Three.")
+
+
+NEWS = [
+    {
+        "doc_id": f"news-{n}",
+        "title": "Google defends its search deals",
+        "text": "Google said its default search deals were fair to users and rivals.",
+        "source": "news-sample",
+        "meta": {"source": publisher, "published_at": published, "tags": ["ignored"]},
+    }
+    for n, (publisher, published) in enumerate(
+        [("The Verge", "2023-09-26T17:01:22+00:00"), ("TechCrunch", "2023-11-06")]
+    )
+]
+
+
+def test_a_rows_nested_metadata_is_kept_and_its_byline_read_with_the_title(
+    tmp_path, isolated_data_dir
+):
+    rows = write(tmp_path / "news.jsonl", "\n".join(json.dumps(row) for row in NEWS))
+    verge, techcrunch = load_path(rows)
+    assert verge.metadata["meta.source"] == "The Verge" and "meta.tags" not in verge.metadata
+    assert verge.metadata["source"] == "news-sample"  # the collection, not the publisher
+    assert verge.metadata["byline"] == "The Verge, September 26, 2023"
+    assert techcrunch.metadata["byline"] == "TechCrunch, November 6, 2023"
+    kb = get_knowledge_base("bylines-test")
+    kb.add([verge, techcrunch])
+    # Same title and text: only the byline tells the two reports apart.
+    for publisher, doc_id in (("TechCrunch", "news-1"), ("The Verge", "news-0")):
+        (hit,) = kb.search(f"What did {publisher} report about Google's search deals?", 1)
+        assert hit.metadata["doc_id"] == doc_id

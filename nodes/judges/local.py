@@ -52,6 +52,7 @@ from reflexrag.nodes.judges.spans import (
 )
 from reflexrag.nodes.judges.usage import record
 from reflexrag.providers.embeddings import rescale_cosine
+from reflexrag.providers.knowledge_base import document_heading
 from reflexrag.providers.text import (
     count_tokens,
     coverage,
@@ -102,8 +103,8 @@ def off_the_loop(method: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
 
 def document_title(doc: Document) -> str:
-    """The title of a chunk's document, as read ("Nikola_Tesla" → "Nikola Tesla")."""
-    return str(doc.metadata.get("title", "")).replace("_", " ")
+    """The heading of a chunk's document: its title as read, with its byline."""
+    return document_heading(doc.metadata)
 
 
 def titled_text(title: str, text: str) -> str:
@@ -392,7 +393,7 @@ class ExtractiveGenerator:
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
-            evidence = [sentence for doc in read for sentence in split_sentences(doc.page_content)]
+            evidence = [document_text(doc) for doc in read]
             text, confidence = yes_or_no(question, evidence)
         elif (
             focus.kind in ("person", "place", "thing")
