@@ -115,7 +115,11 @@ async def next_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, An
     with metered() as meter:
         judge = await judge_for(context)
         query = await judge.next_query(
-            original_question(state), last["draft"], kind, last["missing"]
+            original_question(state),
+            last["draft"],
+            kind,
+            last["missing"],
+            [r["query"] for r in state["rounds"]],
         )
     return {
         "question": query,

@@ -116,12 +116,14 @@ Question: {question}"""
 NEXT_QUERY_PROMPTS = {
     "alternative": """The last search found little that is relevant. Write a different \
 search query for the same question: other words, other angle. Still missing: {missing}. \
-Reply with the query only, in the question's language.
+Queries already tried (write none of them again): {asked}. Reply with the query only, in the \
+question's language.
 
 Question: {question}""",
     "expanded": """The draft answer is incomplete. Write the next search query: follow the \
-names and facts the draft found towards what is still missing ({missing}). Reply with the \
-query only, in the question's language.
+names and facts the draft found towards what is still missing ({missing}). Queries already \
+tried (write none of them again): {asked}. Reply with the query only, in the question's \
+language.
 
 Draft: {draft}
 

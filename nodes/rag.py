@@ -133,20 +133,15 @@ def generation_context(state: RAGState, context: Context) -> list[Document]:
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
 
 
-def background_context(state: RAGState, context: Context) -> list[Document]:
-    """Behind CRAG's refined strips: the documents they were cut from, then what the first
-    retrieval found unless it was judged incorrect. The local generator quotes only the
-    strips but reads these for whole-document facts (a yes/no claim's parts may sit in
-    chunks graded just under the bar; a shared name's full form in sentences refinement
-    dropped)."""
-    strips = state.get("knowledge_strips") or []
-    if not strips:
-        return []
+def background_context(state: RAGState) -> list[Document]:
+    """What the generator reads beside the documents it may quote: every chunk this run
+    retrieved. The parts of a yes/no claim, or a shared name's full form, may sit in chunks
+    graded under the bar, found by another round, or left out of CRAG's refined strips. A
+    knowledge-base retrieval CRAG judged incorrect is left out: only the web's pages count."""
     documents = state.get("documents") or []
-    cut_from = {str(strip.id).rsplit("~", 1)[0] for strip in strips}
-    first = documents[: context.top_k] if state.get("crag_action") != "incorrect" else []
-    chosen = [doc for doc in documents if str(doc.id) in cut_from] + first
-    return list({doc.id: doc for doc in chosen}.values())
+    if state.get("crag_action") == "incorrect":
+        return [doc for doc in documents if doc.metadata.get("origin") == "web"]
+    return list(documents)
 
 
 def with_first_retrieval(
@@ -345,18 +340,20 @@ async def answer_from(
     context: Context,
     documents: list[Document],
     retry: bool = True,
-    background: list[Document] | None = None,
 ) -> dict[str, Any]:
-    """Generate an answer from ``documents`` (reading ``background`` beside them) and cite
-    the ones it used. With ``retry``, a second generation is told it is one (the extractive
-    generator then avoids the sentences it quoted before); a draft over new evidence is a
-    first attempt again."""
+    """Generate an answer from ``documents`` (reading every chunk retrieved beside them) and
+    cite the ones it used. With ``retry``, a second generation is told it is one (the
+    extractive generator then avoids the sentences it quoted before); a draft over new
+    evidence is a first attempt again."""
     question = original_question(state)
     attempt = state.get("generation_attempts", 0) + 1
     with metered() as meter:
         generator = await generator_for(context)
         answer = await generator.generate(
-            question, documents, attempt if retry else 1, background or []
+            question,
+            documents,
+            attempt if retry else 1,
+            background_context(state) if documents else [],
         )
     text, kind = answer.text, answer.kind
     if not documents and kind == "extractive":
@@ -391,11 +388,8 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     judged ungrounded is retried as such (a new answer, not the rejected one); after a new
     retrieval the generator starts afresh."""
     context = context_of(runtime)
-    retrieved = state.get("needs_retrieval", True)
-    documents = generation_context(state, context) if retrieved else []
-    background = background_context(state, context) if retrieved else []
-    retry = state.get("grounding") == "none"
-    update = await answer_from(state, context, documents, retry, background)
+    documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
+    update = await answer_from(state, context, documents, retry=state.get("grounding") == "none")
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
     return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
 

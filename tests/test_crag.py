@@ -238,12 +238,11 @@ async def test_ambiguous_merges_internal_and_web_strips(crag_kbs, monkeypatch):
     assert state["knowledge_strips"][0].metadata["doc_id"] == "tesla-web", "best strip first"
 
 
-async def test_the_generator_reads_what_the_strips_were_cut_from(crag_kbs, monkeypatch):
+async def test_the_generator_reads_every_chunk_but_an_incorrect_retrieval(crag_kbs, monkeypatch):
     generator = FirstStripGenerator()
     context = fake_context(monkeypatch, {"inventor": 0.9}, generator=generator)
     state = await crag_graph.ainvoke({"question": "Where did Tesla live?"}, context=context)
-    # It quotes the strips and reads beside them their document, then what the first
-    # retrieval found (what naive RAG reads).
+    # It quotes the strips and reads beside them every chunk retrieved (what naive RAG reads).
     assert state["sources"][0]["doc_id"] == "tesla-kb"
     assert generator.background == ["tesla-kb", "paris"]
     context = fake_context(monkeypatch, {"Tesla died": 0.8}, generator=generator)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 from reflexrag.graphs.iterative import graph as iterative_graph
+from reflexrag.nodes.judges import GENERATOR_BACKENDS
+from reflexrag.nodes.judges.base import Answer
+from reflexrag.nodes.judges.local import LocalJudge
 from tests.flow import nodes, scripted
+from tests.test_answers import FakeEmbeddings
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 
@@ -99,3 +103,57 @@ async def test_the_answer_reads_what_the_first_round_found_as_well(flow_kb, monk
     first, second = (r["retrieved_ids"][0] for r in state["rounds"])
     assert state["rounds"][0]["relevant_ids"] == [] and state["rounds"][1]["relevant_ids"]
     assert {source["id"] for source in state["sources"]} == {first, second}
+
+
+class ReadingGenerator:
+    """Answers with its first document; keeps what it was given to quote and to read."""
+
+    backend = "fake"
+    reports_confidence = False
+
+    def __init__(self) -> None:
+        self.quotable: list[str] = []
+        self.read: list[str] = []
+
+    async def generate(self, question, documents, attempt=1, background=()):
+        self.quotable = [str(doc.id) for doc in documents]
+        self.read = [str(doc.id) for doc in background]
+        return Answer(documents[0].page_content, "extractive", [str(documents[0].id)])
+
+
+async def test_the_answer_reads_every_rounds_chunks_beside_the_ones_it_may_quote(
+    flow_kb, monkeypatch
+):
+    context = scripted(
+        monkeypatch,
+        [YES, scores(5, missing=("rival",)), "Thomas Edison", NO, scores(5)],
+        [],
+        top_k=1,
+        max_rounds=2,
+    )
+    generator = ReadingGenerator()
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: generator)
+    state = await iterative_graph.ainvoke(
+        {"question": "Did Tesla outlive his rival?"}, context=context
+    )
+    first, second = (r["retrieved_ids"][0] for r in state["rounds"])
+    # Round 2's chunk was judged irrelevant: not quoted, but read (a yes/no claim's other
+    # part, or a name's full form, may be in it).
+    assert generator.quotable == [first]
+    assert generator.read == [first, second]
+
+
+async def test_a_query_already_asked_is_not_asked_again():
+    judge = LocalJudge(FakeEmbeddings())
+    question = (
+        "Did The Verge report a discount on the MacBook Air, while Engadget reported a deal "
+        "on the Galaxy Buds?"
+    )
+    missing = ("engadget", "galaxy", "buds")
+    first = await judge.next_query(question, "", "expanded", missing)
+    again = await judge.next_query(question, "", "expanded", missing, asked=[question, first])
+    # The same words would fetch the same chunks: the part of the question with the missing
+    # words is asked instead, then the other part.
+    assert again == "Engadget reported a deal on the Galaxy Buds?"
+    last = await judge.next_query(question, "", "expanded", missing, asked=[first, again])
+    assert last == "Did The Verge report a discount on the MacBook Air"

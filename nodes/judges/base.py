@@ -151,9 +151,15 @@ class Judge(Protocol):
         ...
 
     async def next_query(
-        self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]
+        self,
+        question: str,
+        draft: str,
+        kind: QueryKind,
+        missing: Sequence[str],
+        asked: Sequence[str] = (),
     ) -> str:
-        """The next round's query: ``alternative`` rephrases, ``expanded`` follows the draft."""
+        """The next round's query: ``alternative`` rephrases, ``expanded`` follows the draft;
+        never one of the queries already ``asked`` (it would fetch the same chunks again)."""
         ...
 
 
@@ -172,7 +178,7 @@ class Generator(Protocol):
         background: Sequence[Document] = (),
     ) -> Answer:
         """Answer from ``documents``. ``background`` holds documents the answer is not
-        quoted from but whose facts may count (what CRAG's refined strips were cut from)."""
+        quoted from but whose facts may count (every chunk the run retrieved)."""
         ...
 
 

@@ -549,10 +549,18 @@ class LLMJudge:
         return RoundAssessment(reply.relevance, reply.completeness, reply.quality, reply.missing)
 
     async def next_query(
-        self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]
+        self,
+        question: str,
+        draft: str,
+        kind: QueryKind,
+        missing: Sequence[str],
+        asked: Sequence[str] = (),
     ) -> str:
         prompt = prompts.NEXT_QUERY_PROMPTS[kind].format(
-            question=question, draft=draft, missing=", ".join(missing) or "(unknown)"
+            question=question,
+            draft=draft,
+            missing=", ".join(missing) or "(unknown)",
+            asked="; ".join(f'"{query}"' for query in asked) or "(none)",
         )
         return _first_line(await self._ask(prompt, "rewriter")) or question
 
@@ -610,8 +618,8 @@ class LLMGenerator:
         attempt: int = 1,
         background: Sequence[Document] = (),
     ) -> Answer:
-        # The model reads only ``documents``: CRAG's refined knowledge is the point of
-        # refining (Yan et al. 2024); the background would bring back what it left out.
+        # The model reads only ``documents``: the chunks the judges kept (CRAG's refined
+        # knowledge, Yan et al. 2024); the background would bring back what they left out.
         if documents:
             prompt = prompts.GENERATE_PROMPT.format(context=_numbered(documents), question=question)
         else:

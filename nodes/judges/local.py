@@ -315,7 +315,14 @@ class LocalJudge:
         return RoundAssessment(relevance, completeness, quality, missing)
 
     @off_the_loop
-    def next_query(self, question: str, draft: str, kind: QueryKind, missing: Sequence[str]) -> str:
+    def next_query(
+        self,
+        question: str,
+        draft: str,
+        kind: QueryKind,
+        missing: Sequence[str],
+        asked: Sequence[str] = (),
+    ) -> str:
         """Expanded: names the draft brought in (the bridge to the next hop), then what is
         still missing, then the question. Alternative: the missing terms first, then the rest
         of the question. (On the fixture's multi-hop questions, leading with the draft's names
@@ -327,7 +334,16 @@ class LocalJudge:
             words = [*found[:3], *missing, *question_words]
         else:
             words = [*missing, *(t for t in question_words if t not in set(missing))]
-        return join_terms(dict.fromkeys(words)) or question
+        query = join_terms(dict.fromkeys(words)) or question
+        if query not in asked:
+            return query
+        # The same words would fetch the same chunks again: ask for one part of the question
+        # instead, the one with the most missing words first.
+        lacking = set(missing)
+        clauses = sorted(
+            question_clauses(question), key=lambda clause: -len(lacking & set(keywords(clause)))
+        )
+        return next((clause for clause in clauses if clause not in asked), query)
 
 
 class ExtractiveGenerator:
