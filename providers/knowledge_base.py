@@ -281,7 +281,8 @@ class KnowledgeBase:
         stored = self._stored_hashes([doc.doc_id for doc in documents])
         batches = [_WriteBatch()]
         for doc in documents:
-            digest = content_hash(doc.text)
+            # What is embedded: a new title or byline re-embeds the document too.
+            digest = content_hash(with_title(document_heading(doc.metadata), doc.text))
             if doc.doc_id in batches[-1].doc_ids:
                 batches.append(_WriteBatch())  # the same id again: after the first is written
             if stored.get(doc.doc_id) == digest:

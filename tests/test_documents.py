@@ -9,7 +9,11 @@ from pathlib import Path
 import docx
 import pytest
 
-from reflexrag.providers.knowledge_base import KnowledgeBaseError, get_knowledge_base
+from reflexrag.providers.knowledge_base import (
+    KnowledgeBaseError,
+    SourceDocument,
+    get_knowledge_base,
+)
 from reflexrag.providers.loaders import load_path
 
 LANGGRAPH_STYLE = """---
@@ -178,3 +182,13 @@ def test_a_rows_nested_metadata_is_kept_and_its_byline_read_with_the_title(
     for publisher, doc_id in (("TechCrunch", "news-1"), ("The Verge", "news-0")):
         (hit,) = kb.search(f"What did {publisher} report about Google's search deals?", 1)
         assert hit.metadata["doc_id"] == doc_id
+
+
+def test_a_new_byline_re_embeds_a_document_an_unchanged_one_is_skipped(isolated_data_dir):
+    kb = get_knowledge_base("byline-updates")
+    row = NEWS[0]
+    plain = SourceDocument(row["doc_id"], row["text"], {"title": row["title"]})
+    assert kb.add([plain]).added_documents == 1
+    assert kb.add([plain]).unchanged_documents == 1
+    bylined = SourceDocument(row["doc_id"], row["text"], {"title": row["title"], "byline": "X"})
+    assert kb.add([bylined]).replaced_documents == 1
