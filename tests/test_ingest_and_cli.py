@@ -234,7 +234,13 @@ def test_ctrl_c_stops_an_ingest_says_what_is_stored_and_the_same_command_resumes
     for n in range(1000):
         write(folder / f"note{n}.txt", f"Note {n}: the storage room {n} holds box {n * 7}.")
     env = {**os.environ, "REFLEXRAG_DATA_DIR": str(tmp_path / "data"), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "reflexrag.server.cli", "ingest", "--kb", "notes", str(folder)]
+    # A test run started in the background without job control ignores SIGINT, and so would
+    # the ingest it starts: the child first gives Ctrl-C back its usual meaning.
+    launcher = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'reflexrag'; runpy.run_module('reflexrag.server.cli', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", launcher, "ingest", "--kb", "notes", str(folder)]
     ingest = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
     seen = bytearray()
     interrupted = threading.Event()
