@@ -41,7 +41,8 @@ from reflexrag.providers.settings import KB_NAME_RE, Settings, get_settings
 from reflexrag.providers.text import split_into_chunks
 
 _COLLECTION_PREFIX = "kb__"
-_METADATA_TYPES = (str, int, float, bool)
+METADATA_TYPES = (str, int, float, bool)
+"""Metadata values a vector store keeps (nested objects and lists are left out)."""
 RetrievalMode = Literal["vector", "bm25", "hybrid"]
 Fusion = Literal["score", "rrf"]
 HYBRID_COSINE_WEIGHT = 0.7
@@ -138,7 +139,7 @@ class _WriteBatch:
             for heading, body in doc.parts()
             for chunk in split_into_chunks(body, chunk_tokens)
         ]
-        base = {k: v for k, v in doc.metadata.items() if isinstance(v, _METADATA_TYPES)}
+        base = {k: v for k, v in doc.metadata.items() if isinstance(v, METADATA_TYPES)}
         title = document_heading(doc.metadata)
         self.doc_ids.append(doc.doc_id)
         for n, (heading, chunk) in enumerate(pieces):

@@ -22,6 +22,7 @@ import httpx
 import yaml
 
 from reflexrag.providers.knowledge_base import (
+    METADATA_TYPES,
     IngestReport,
     KnowledgeBaseError,
     SourceDocument,
@@ -223,7 +224,6 @@ def _stable_id(prefix: str, key: str) -> str:
     return f"{prefix}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
 
 
-_SCALARS = (str, int, float, bool)
 _BYLINE_WHO = ("author", "publisher")
 _BYLINE_WHEN = ("published_at", "published", "date")
 
@@ -274,7 +274,7 @@ def load_jsonl(path: Path) -> list[SourceDocument]:
         for key, value in row.items():
             if isinstance(value, dict):
                 metadata.update(
-                    {f"{key}.{k}": v for k, v in value.items() if isinstance(v, _SCALARS)}
+                    {f"{key}.{k}": v for k, v in value.items() if isinstance(v, METADATA_TYPES)}
                 )
             elif key not in {"text", "doc_id"}:
                 metadata[key] = value
