@@ -390,8 +390,10 @@ class ExtractiveGenerator:
         )
         focus = question_focus(question)
         # Quotes come from ``documents``; facts about whole documents (every part of a
-        # yes/no claim, a name several sources share, its full form) read the background too.
-        read = [*documents, *background]
+        # yes/no claim, a name several sources share, its full form) read the background too,
+        # which usually repeats the documents: each chunk is read once.
+        quotable = {doc.id for doc in documents if doc.id is not None}
+        read = [*documents, *(doc for doc in background if doc.id not in quotable)]
         bonus = np.array([0.15 if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
         ranked = np.argsort(-(scores + bonus), kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
