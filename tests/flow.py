@@ -1,4 +1,5 @@
-"""Helpers for control-flow tests: judges and generator backed by scripted fake chat models.
+"""Helpers for control-flow tests: judges and generator backed by scripted fake chat models,
+and embeddings that leave the local judges only words to go by.
 
 Each fake replies in call order and raises when it runs out, so a test also pins how many
 judge calls every branch makes.
@@ -41,6 +42,17 @@ def scripted(
     return Context(
         kb="flow", top_k=top_k, judge_backend="fake", generator_backend="fake", **overrides
     )
+
+
+class FakeEmbeddings:
+    """Every text embeds to the same vector: scores come from shared words alone, unless the
+    languages differ."""
+
+    def embed_query(self, text):
+        return [1.0, 0.0]
+
+    def embed_documents(self, texts):
+        return [[0.85, (1 - 0.85**2) ** 0.5] for _ in texts]
 
 
 def nodes(state: dict[str, Any]) -> list[str]:

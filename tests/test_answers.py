@@ -9,6 +9,7 @@ from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, LocalS
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.spans import answer_span, full_name, names_in, question_focus
 from reflexrag.providers.text import join_terms, split_sentences
+from tests.flow import FakeEmbeddings
 
 
 @pytest.mark.parametrize(
@@ -113,17 +114,6 @@ def test_query_terms_are_never_glued_into_new_words():
     assert (
         join_terms(["发现", "1753", "langgraph", "默认", "递归"]) == "发现 1753 langgraph 默认递归"
     )
-
-
-class FakeEmbeddings:
-    """Every text embeds to the same vector: scores come from shared words alone, unless the
-    languages differ."""
-
-    def embed_query(self, text):
-        return [1.0, 0.0]
-
-    def embed_documents(self, texts):
-        return [[0.85, (1 - 0.85**2) ** 0.5] for _ in texts]
 
 
 def test_a_chinese_question_is_scored_by_meaning_alone_against_english_text():

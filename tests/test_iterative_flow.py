@@ -8,8 +8,7 @@ from reflexrag.graphs.iterative import graph as iterative_graph
 from reflexrag.nodes.judges import GENERATOR_BACKENDS
 from reflexrag.nodes.judges.base import Answer
 from reflexrag.nodes.judges.local import LocalJudge
-from tests.flow import nodes, scripted
-from tests.test_answers import FakeEmbeddings
+from tests.flow import FakeEmbeddings, nodes, scripted
 
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 
