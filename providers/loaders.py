@@ -13,7 +13,7 @@ import re
 import socket
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,19 @@ def html_sections(html: str) -> tuple[str, Sections]:
     return " ".join(parser.title.split()) or parser.outline.first_h1, sections
 
 
+def front_matter(markdown: str) -> tuple[dict[str, Any], str]:
+    """A Markdown document's YAML front matter (empty when it has none or it does not parse)
+    and the text after it."""
+    front = _FRONT_MATTER_RE.match(markdown)
+    if front is None:
+        return {}, markdown
+    try:
+        meta = yaml.safe_load(front.group(1))
+    except yaml.YAMLError:
+        meta = None
+    return (meta if isinstance(meta, dict) else {}), markdown[front.end() :]
+
+
 def markdown_sections(markdown: str) -> tuple[str, Sections]:
     """(title, sections) of a Markdown document, parsed by markdown-it-py: front matter gives
     the title (or the first ``#`` heading does), headings become section paths, links and
@@ -154,16 +167,8 @@ def markdown_sections(markdown: str) -> tuple[str, Sections]:
     markers (``!!! note``, ``=== "Python"``, ``:::python``) are dropped."""
     from markdown_it import MarkdownIt
 
-    title = ""
-    front = _FRONT_MATTER_RE.match(markdown)
-    if front:
-        markdown = markdown[front.end() :]
-        try:
-            meta = yaml.safe_load(front.group(1))
-        except yaml.YAMLError:
-            meta = None
-        if isinstance(meta, dict) and isinstance(meta.get("title"), str):
-            title = meta["title"].strip()
+    meta, markdown = front_matter(markdown)
+    title = meta["title"].strip() if isinstance(meta.get("title"), str) else ""
     html = MarkdownIt("commonmark").enable("table").render(_MARKUP_LINE_RE.sub("", markdown))
     heading_title, sections = html_sections(html)
     return title or heading_title, sections
@@ -239,9 +244,9 @@ def spoken_date(value: Any) -> str:
 
 
 def byline(row: Mapping[str, Any]) -> str:
-    """Who published a row's document and when ("The Verge, September 26, 2023"), from its
-    fields or a nested metadata object's, where ``source`` names the publisher (at the top
-    level it says which collection the row came from)."""
+    """Who published a document and when ("The Verge, September 26, 2023"), from a JSONL
+    row's (or Markdown front matter's) fields or a nested metadata object's, where ``source``
+    names the publisher (at the top level it says which collection the row came from)."""
     nested = [value for value in row.values() if isinstance(value, dict)]
     named = [(row, _BYLINE_WHO), *((fields, (*_BYLINE_WHO, "source")) for fields in nested)]
     who = _first(fields.get(key) for fields, keys in named for key in keys)
@@ -250,7 +255,8 @@ def byline(row: Mapping[str, Any]) -> str:
 
 
 def _first(values: Iterable[Any]) -> str:
-    given = (v for v in values if isinstance(v, str | int) and not isinstance(v, bool))
+    # YAML front matter reads ``date: 2023-10-07`` as a date, not a string.
+    given = (v for v in values if isinstance(v, str | int | date) and not isinstance(v, bool))
     return next((text for text in map(str.strip, map(str, given)) if text), "")
 
 
@@ -308,7 +314,7 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
     if suffix == ".jsonl":
         return load_jsonl(path)
     name = display_name or str(path)
-    title, sections = "", []
+    title, sections, said = "", [], ""
     if suffix == ".pdf":
         sections = pdf_sections(path, name)
     elif suffix == ".docx":
@@ -322,10 +328,13 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
             title, sections = html_sections(raw)
         elif suffix in {".md", ".markdown"}:
             title, sections = markdown_sections(raw)
+            said = byline(front_matter(raw)[0])
         elif raw.strip():
             sections = [("", raw)]
     source = display_name or str(path.resolve())
     metadata = {"title": title or Path(display_name or path).stem, "source": source}
+    if said:
+        metadata["byline"] = said
     return [sectioned_document(_stable_id(path.stem, source), sections, metadata, name)]
 
 

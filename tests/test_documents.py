@@ -62,6 +62,19 @@ def test_markdown_is_parsed_to_clean_text_with_sections(tmp_path):
     assert "graph.compile(checkpointer=saver)" in doc.text  # code stays code
 
 
+def test_markdown_front_matter_gives_the_byline(tmp_path):
+    page = write(
+        tmp_path / "post.md",
+        "---\ntitle: Search deals\nauthor: Jane Roe\ndate: 2023-10-07\n---\n# Search\n\nText.\n",
+    )
+    (doc,) = load_path(page)
+    assert doc.metadata["title"] == "Search deals"
+    # YAML reads the unquoted date as a date; it is spoken as a question would say it.
+    assert doc.metadata["byline"] == "Jane Roe, October 7, 2023"
+    (plain,) = load_path(write(tmp_path / "plain.md", "# Plain\n\nText.\n"))
+    assert "byline" not in plain.metadata
+
+
 def test_html_sections_follow_its_headings_and_skip_navigation(tmp_path):
     page = write(
         tmp_path / "guide.html",
