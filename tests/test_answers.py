@@ -33,6 +33,12 @@ from tests.flow import FakeEmbeddings
         # 因為什麼 is "because of what", not 為什麼 ("why").
         ("多倫多因為什麼東西而掀起移民潮？", "thing"),
         ("這座橋是西元幾年建成的？", "date"),
+        # A measure asked for by its noun is a number; what a text reports is a statement.
+        ("What is the mortality rate of the disease in children?", "number"),
+        ("What was the number of patients admitted?", "number"),
+        ("What percent of the students are girls?", "number"),
+        ("What did the Nature Medicine paper report?", "description"),
+        ("What is the main conclusion of the study?", "description"),
     ],
 )
 def test_the_main_question_word_decides_what_is_asked(question, kind):
@@ -90,6 +96,40 @@ def test_an_english_phrase_without_a_name_or_number_is_answered_with_its_sentenc
     )
     question = "What could account for the spread of the virus across the body?"
     assert answer_span(question, sentence).text == sentence
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "span"),
+    [
+        # The names in a citation cite a paper; they do not answer.
+        (
+            "What are the predominant viruses in asthma exacerbations?",
+            "Rhinovirus and RSV are the predominant viruses in asthma exacerbations "
+            "(Jartti and Gern, 2017).",
+            "Rhinovirus and RSV",
+        ),
+        # "However" opens the sentence, it is no name: the sentence answers.
+        (
+            "What did the advent of PCR technology lead to?",
+            "However, with the advent of PCR technology, more viruses were recovered.",
+            "However, with the advent of PCR technology, more viruses were recovered.",
+        ),
+        # Asked for several things: every name of the list.
+        (
+            "Which are the cytokines expressed by the epithelial cells?",
+            "The epithelial cells express the cytokines IL-25, IL-33 and TSLP.",
+            "IL-25, IL-33 and TSLP",
+        ),
+        # The 1 of HIV-1 is part of a name, not the number asked for.
+        (
+            "What is the rate of HIV-1 transmission without treatment?",
+            "Without treatment, the rate of HIV-1 transmission is approximately 15-45% [1].",
+            "approximately 15-45%",
+        ),
+    ],
+)
+def test_citations_connectives_and_digits_in_names_are_not_answers(question, sentence, span):
+    assert answer_span(question, sentence).text == span
 
 
 def test_a_why_question_gets_the_whole_sentence():

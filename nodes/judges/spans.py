@@ -103,8 +103,11 @@ _ZH_KINDS = (
 _EN_DESCRIPTION_RE = re.compile(
     r"^\s*(why|how (?!many|much|long|old|far|large|big|tall|often)|describe|explain"
     r"|what (is|are|was|were) the (relationship|difference|role|purpose|effect|impact"
-    r"|implication|significance|reason|mechanism|function|meaning|definition|history)"
-    r"|what (?:does|do|did) .* (?:mean|do)\b|what happens)",
+    r"|implication|significance|reason|mechanism|function|meaning|definition|history"
+    r"|(?:main |major |key )?(?:conclusions?|findings?|results?|focus|aim|goal|objective))\b"
+    # What a text reports, claims or concludes is a statement, not a name in it.
+    r"|what (?:does|do|did) .* (?:mean|do|report|claim|show|find|suggest|conclude|propose"
+    r"|say|state|argue|reveal|demonstrate)\b|what happens)",
     re.IGNORECASE,
 )
 # "What is CRAG?": a definition, not a fact inside a sentence.
@@ -133,7 +136,13 @@ _EN_KIND = {
 _DATE_NOUN_RE = re.compile(
     r"\b(?:what|which|in what|in which)\s+(year|date|month|day|century|decade|era|period)\b", re.I
 )
-_NUMBER_Q_RE = re.compile(r"\bhow (many|much|long|old|far|large|big|tall|often)\b", re.I)
+_NUMBER_Q_RE = re.compile(
+    r"\bhow (many|much|long|old|far|large|big|tall|often)\b"
+    # "What is the (mortality) rate of …": a measure, answered by a number.
+    r"|\bwhat (?:is|was|are|were) the (?:[\w-]+ )?(?:percentage|proportion|rate|ratio|number"
+    r"|amount|incidence|prevalence|fraction) of\b|\bwhat (?:percent|percentage|proportion)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -241,6 +250,30 @@ def full_name(name: str, names: Iterable[str]) -> str:
 def holds_words(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
     """Whether ``part`` occurs in ``words`` as consecutive words."""
     return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
+
+
+def _opens_clause(sentence: str, start: int) -> bool:
+    """Whether ``start`` begins the sentence or a clause after a colon ("Text: Without …"),
+    where any word is capitalised."""
+    return not sentence[:start].strip() or sentence[:start].rstrip()[-1] in ':;"“'
+
+
+# Words that open a clause and link it to the last one: capitalised there, never names.
+_CONNECTIVES = frozenset(
+    "however hence thus therefore moreover furthermore although though without within since "
+    "meanwhile instead overall nevertheless nonetheless otherwise yet still again besides "
+    "unlike despite whereas".split()
+)
+
+
+def _connective(sentence: str, start: int, text: str) -> bool:
+    """Whether ``text``, at ``start`` in ``sentence``, is one word opening a clause that
+    links it to the last ("However, …", "Importantly, …", "Text: Without …"), not a name."""
+    if " " in text or not _opens_clause(sentence, start):
+        return False
+    word = text.lower().rstrip(",")
+    followed_by_comma = sentence[start + len(text) :].lstrip().startswith(",")
+    return word in _CONNECTIVES or word.endswith("ly") or followed_by_comma
 
 
 @dataclass(frozen=True)
@@ -442,6 +475,38 @@ def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
     return best
 
 
+# "What are …", "Who were …": the answer may be several things.
+_PLURAL_RE = re.compile(r"\b(?:are|were)\b", re.IGNORECASE)
+_COORDINATORS = frozenset({",", "and", "or"})
+
+
+def _coordination(
+    sentence: str, tokens: list[tuple[str, int, int]], first: int, last: int
+) -> tuple[int, int]:
+    """The tokens of the list of names the name at ``first..last`` stands in ("IL-25, IL-33
+    and TSLP"), or the name alone: a question asking for several things names them all."""
+    names = []
+    for match in _NAME_RE.finditer(sentence):
+        start = next((i for i, t in enumerate(tokens) if t[1] >= match.start()), None)
+        end = next((i for i in range(len(tokens) - 1, -1, -1) if tokens[i][2] <= match.end()), None)
+        if start is not None and end is not None and start <= end:
+            names.append((start, end))
+
+    def linked(left_end: int, right_start: int) -> bool:
+        between = [tokens[i][0].lower() for i in range(left_end + 1, right_start)]
+        return 1 <= len(between) <= 2 and all(word in _COORDINATORS for word in between)
+
+    if not any(start <= first and last <= end for start, end in names):
+        return first, last
+    for start, end in reversed(names):
+        if end < first and linked(end, first):
+            first = start
+    for start, end in names:
+        if start > last and linked(last, start):
+            last = end
+    return first, last
+
+
 _YEAR_Q_RE = re.compile(
     r"哪一?年|何年|[幾几]年|年份|\b(?:what|which|in what|in which) year\b", re.IGNORECASE
 )
@@ -462,13 +527,23 @@ def answer_span(question: str, sentence: str) -> Span:
     return span
 
 
+# A reference inside a sentence, "(Jartti and Gern, 2017)", "(Britto et al., 2017; …)",
+# "[10, 12]": its names and years cite a paper, they never answer the question.
+_CITATION_RE = re.compile(
+    r"\((?:[^()]*?\b(?:et al\.?|[A-Z][\w'’-]+),? (?:1[89]|20)\d{2}[a-z]?\s*;?\s*)+\)"
+    r"|\[\d+(?:\s*[,–-]\s*\d+)*\]"
+)
+
+
 def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     chinese = is_chinese(sentence)
     if chinese and focus.kind in ("person", "place", "thing") and is_chinese(question):
         phrase = _chinese_phrase(question, sentence, focus.kind)
         if phrase is not None:
             return phrase
-    tokens = _tokens(sentence)
+    # Citations are blanked out (same length, so offsets still point into the sentence).
+    readable = _CITATION_RE.sub(lambda m: " " * len(m.group(0)), sentence)
+    tokens = _tokens(readable)
     inside = [_in_question(token, focus.terms, chinese) for token, _, _ in tokens]
     anchors = [i for i, hit in enumerate(inside) if hit]
     if not anchors:
@@ -480,7 +555,11 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     candidates: list[tuple[float, int, int]] = []
     typed = DATE_RE if focus.kind == "date" else NUMBER_RE if focus.kind == "number" else None
     if typed is not None:
-        for match in typed.finditer(sentence):
+        for match in typed.finditer(readable):
+            if re.match(r"[A-Za-z0-9-]", readable[match.start() - 1 : match.start()]):
+                continue  # the 1 of "HIV-1", the 19 of "COVID-19": part of a name
+            if not re.search(r"\w", match.group(0)):
+                continue  # a stray "." or ","
             first = next((i for i, t in enumerate(tokens) if t[2] > match.start()), None)
             last = next(
                 (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
@@ -489,7 +568,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
                 continue
             candidates.append((1.0 - 0.05 * min(distance(first, last), 10), first, last))
     elif focus.kind in ("person", "place", "thing") and not chinese:
-        for match in _NAME_RE.finditer(sentence):
+        for match in _NAME_RE.finditer(readable):
             if match.start() == 0 and " " not in match.group(0):
                 continue  # a single capitalised first word is just the start of the sentence
             first = next((i for i, t in enumerate(tokens) if t[1] >= match.start()), None)
@@ -528,15 +607,20 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     if not candidates:
         return Span(sentence, 0.0)
     score, first, last = max(candidates, key=lambda c: (c[0], -(c[2] - c[1])))
+    if focus.kind in ("person", "place", "thing") and not chinese and _PLURAL_RE.search(question):
+        first, last = _coordination(readable, tokens, first, last)
     text = sentence[tokens[first][1] : tokens[last][2]].strip(" ,;:")
+    if tokens[last][2] >= len(sentence.rstrip()):
+        text = text.removesuffix(".")  # the sentence's full stop
     score = max(0.0, min(1.0, score))
+    named = [] if _connective(sentence, tokens[first][1], text) else names_in(text)
     if (
         not chinese
         and focus.kind in ("person", "place", "thing")
-        and not (names_in(text) or re.search(r"\d", text))
+        and not (named or re.search(r"\d", text))
     ):
         # English words by the question's words, with no name or number among them, are a
         # guess at where a phrase ends: the sentence answers better ("What could account
-        # for…" wants a clause, not its first word).
+        # for…" wants a clause, not its first word; "However" opening it is no name).
         return Span(sentence, score)
     return Span(text or sentence, score)
