@@ -121,9 +121,27 @@ def _split_line(line: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in parts if part.strip())
 
 
+# A hard-wrapped line goes on when it stops mid-sentence (on a word or a comma) and the next
+# starts with a lower-case word: "The buffer zone includes" / "access areas for …".
+_OPEN_LINE_END_RE = re.compile(r"[A-Za-z,]\s*$")
+_CONTINUED_LINE_RE = re.compile(r"\s*[a-z][a-z'’-]*\s")
+
+
+def unwrapped_lines(text: str) -> list[str]:
+    """The text's lines, with hard-wrapped sentences joined back into one line."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if lines and _OPEN_LINE_END_RE.search(lines[-1]) and _CONTINUED_LINE_RE.match(line):
+            lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+        else:
+            lines.append(line)
+    return lines
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split English and Chinese text into sentences, keeping their punctuation."""
-    return [sentence for line in text.splitlines() for sentence in _split_line(line)]
+    """Split English and Chinese text into sentences, keeping their punctuation; a sentence
+    wrapped over several lines stays one."""
+    return [sentence for line in unwrapped_lines(text) for sentence in _split_line(line)]
 
 
 def sentence_key(sentence: str) -> str:

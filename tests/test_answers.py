@@ -150,6 +150,22 @@ def test_sentences_split_at_ends_not_at_abbreviations():
     ]
 
 
+def test_a_hard_wrapped_sentence_stays_one_and_headings_stay_apart():
+    text = (
+        "Clean area\n"
+        "The clean area includes\n"
+        "the administrative office and the diagnostic room.\n"
+        "def route(state):\n"
+        "    return state"
+    )
+    assert split_sentences(text) == [
+        "Clean area",
+        "The clean area includes the administrative office and the diagnostic room.",
+        "def route(state):",
+        "return state",
+    ]
+
+
 def test_query_terms_are_never_glued_into_new_words():
     assert (
         join_terms(["发现", "1753", "langgraph", "默认", "递归"]) == "发现 1753 langgraph 默认递归"
