@@ -39,6 +39,9 @@ from tests.flow import FakeEmbeddings
         ("What percent of the students are girls?", "number"),
         ("What did the Nature Medicine paper report?", "description"),
         ("What is the main conclusion of the study?", "description"),
+        # What might explain something is an explanation, however many spaces it is typed with.
+        ("What  could account for the spread of the virus?", "description"),
+        ("What could be the implication of the finding?", "description"),
     ],
 )
 def test_the_main_question_word_decides_what_is_asked(question, kind):

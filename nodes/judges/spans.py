@@ -102,12 +102,14 @@ _ZH_KINDS = (
 )
 _EN_DESCRIPTION_RE = re.compile(
     r"^\s*(why|how (?!many|much|long|old|far|large|big|tall|often)|describe|explain"
-    r"|what (is|are|was|were) the (relationship|difference|role|purpose|effect|impact"
+    r"|what (is|are|was|were|(?:could|might|may|would) be) the (relationship|difference|role"
+    r"|purpose|effect|impact"
     r"|implication|significance|reason|mechanism|function|meaning|definition|history"
     r"|(?:main |major |key )?(?:conclusions?|findings?|results?|focus|aim|goal|objective))\b"
     # What a text reports, claims or concludes is a statement, not a name in it.
     r"|what (?:does|do|did) .* (?:mean|do|report|claim|show|find|suggest|conclude|propose"
-    r"|say|state|argue|reveal|demonstrate)\b|what happens)",
+    r"|say|state|argue|reveal|demonstrate)\b|what happens"
+    r"|what (?:could|might|may|would) (?:account for|explain))",
     re.IGNORECASE,
 )
 # "What is CRAG?": a definition, not a fact inside a sentence.
@@ -170,6 +172,7 @@ def question_focus(question: str) -> Focus:
                 return Focus(kind, question_terms)
         return Focus("thing", question_terms)
     question_terms = frozenset(terms(question, for_search=False))
+    question = " ".join(question.split())  # "What  could …": the patterns read one space
     if _NUMBER_Q_RE.search(question):
         return Focus("number", question_terms)
     if _DATE_NOUN_RE.search(question):
