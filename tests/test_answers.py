@@ -199,6 +199,17 @@ async def test_overlapping_chunks_do_not_repeat_a_sentence():
     assert 0 < answer.confidence <= 1
 
 
+async def test_an_explanation_is_its_best_sentence_quoted_with_the_next_best():
+    best = "The empire fell because its armies were spread too thin along its borders."
+    close = "When its armies were spread, the empire fell."
+    documents = [Document(id="e#0", page_content=f"{best} {close} Rome is in Italy.")]
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(
+        "Why did the empire fall when its armies were spread?", documents
+    )
+    assert answer.text == best
+    assert answer.quote == f"{best} {close}"
+
+
 async def test_what_is_questions_retrieve_whenever_the_knowledge_base_has_anything():
     judge = LocalJudge(FakeEmbeddings())
     closest = [Document(id="a", page_content="Something unrelated.")]
