@@ -123,6 +123,17 @@ def test_an_english_phrase_without_a_name_or_number_is_answered_with_its_sentenc
             "The epithelial cells express the cytokines IL-25, IL-33 and TSLP.",
             "IL-25, IL-33 and TSLP",
         ),
+        # A count is neither the day of a date nor followed by the noun the question counts.
+        (
+            "How many people were infected as of Feb. 10, 2020?",
+            "As of February 10, 2020, greater than 40,000 people were infected.",
+            "40,000",
+        ),
+        (
+            "How many possible bids were there in 1915?",
+            "Edison received one of 38 possible bids in 1915 and Tesla one in 1937.",
+            "38",
+        ),
         # The 1 of HIV-1 is part of a name, not the number asked for.
         (
             "What is the rate of HIV-1 transmission without treatment?",

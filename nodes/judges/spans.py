@@ -45,6 +45,7 @@ DATE_RE = re.compile(
     r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?",
     re.IGNORECASE,
 )
+_MONTH_RE = re.compile(rf"\b(?:{_MONTHS})\b", re.IGNORECASE)
 _NUMBER_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
     "fifty|hundred|thousand|million|billion|dozen|half"
@@ -558,18 +559,30 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     candidates: list[tuple[float, int, int]] = []
     typed = DATE_RE if focus.kind == "date" else NUMBER_RE if focus.kind == "number" else None
     if typed is not None:
+        # The 10 of "as of February 10, 2020" is a day, not a count.
+        days = [m.span() for m in DATE_RE.finditer(readable) if _MONTH_RE.search(m.group(0))]
         for match in typed.finditer(readable):
             if re.match(r"[A-Za-z0-9-]", readable[match.start() - 1 : match.start()]):
                 continue  # the 1 of "HIV-1", the 19 of "COVID-19": part of a name
             if not re.search(r"\w", match.group(0)):
                 continue  # a stray "." or ","
+            if typed is NUMBER_RE and any(a <= match.start() < b for a, b in days):
+                continue
             first = next((i for i, t in enumerate(tokens) if t[2] > match.start()), None)
             last = next(
                 (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
             )
             if first is None or last is None or all(inside[first : last + 1]):
                 continue
-            candidates.append((1.0 - 0.05 * min(distance(first, last), 10), first, last))
+            score = 1.0 - 0.05 * min(distance(first, last), 10)
+            if typed is NUMBER_RE:
+                # "How many people …": "677,243", not "677,243 people"; the unit after a
+                # number the question names ("1915 and") leaves nothing.
+                while last > first and (inside[last] or _is_filler(tokens[last][0], chinese)):
+                    last -= 1
+                if inside[last] or not re.search(r"\w", tokens[first][0] + tokens[last][0]):
+                    continue
+            candidates.append((score, first, last))
     elif focus.kind in ("person", "place", "thing") and not chinese:
         for match in _NAME_RE.finditer(readable):
             if match.start() == 0 and " " not in match.group(0):
