@@ -123,6 +123,19 @@ def test_an_english_phrase_without_a_name_or_number_is_answered_with_its_sentenc
             "The epithelial cells express the cytokines IL-25, IL-33 and TSLP.",
             "IL-25, IL-33 and TSLP",
         ),
+        # Asked what something is called: the words the sentence names it with, even when
+        # they share a stem with the question.
+        (
+            "What is the name of the property that makes a number prime?",
+            "The property of being prime is called primality.",
+            "primality",
+        ),
+        (
+            "What is the name of the process which confirms that a number is prime?",
+            "A simple but slow method of verifying that a number is prime is known as trial "
+            "division.",
+            "trial division",
+        ),
         # A count is neither the day of a date nor followed by the noun the question counts.
         (
             "How many people were infected as of Feb. 10, 2020?",

@@ -479,6 +479,15 @@ def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
     return best
 
 
+# A question for what something is called, and the words a sentence names it with.
+_NAMING_Q_RE = re.compile(r"\b(?:called|named|known as|termed|the name of|name for)\b", re.I)
+_NAMED_AS_RE = re.compile(
+    r"\b(?:is|are|was|were|be|been)\s+(?:also\s+|commonly\s+|often\s+)?"
+    r"(?:called|named|known as|termed|referred to as)\s+"
+    r"(?P<name>[^\s,.;:()]+(?:\s+[^\s,.;:()]+){0,4}?)(?=\s*(?:[,.;:()]|$|\s(?:and|or|which|that|"
+    r"because|in|by|for|after|since)\b))",
+    re.IGNORECASE,
+)
 # "What are …", "Who were …": the answer may be several things.
 _PLURAL_RE = re.compile(r"\b(?:are|were)\b", re.IGNORECASE)
 _COORDINATORS = frozenset({",", "and", "or"})
@@ -557,6 +566,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
         return min(min(abs(a - start), abs(a - end)) for a in anchors)
 
     candidates: list[tuple[float, int, int]] = []
+    named_phrases: set[tuple[int, int]] = set()
     typed = DATE_RE if focus.kind == "date" else NUMBER_RE if focus.kind == "number" else None
     if typed is not None:
         # The 10 of "as of February 10, 2020" is a day, not a count.
@@ -596,6 +606,18 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
             overlap = sum(inside[first : last + 1]) / (last - first + 1)
             score = 0.9 - 0.05 * min(distance(first, last), 10) - 0.5 * overlap
             candidates.append((score, first, last))
+    if focus.kind == "thing" and not chinese and _NAMING_Q_RE.search(question):
+        # "What is the process … called?": the words after "is known as" name it.
+        for match in _NAMED_AS_RE.finditer(readable):
+            first = next((i for i, t in enumerate(tokens) if t[1] >= match.start("name")), None)
+            last = next(
+                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
+            )
+            found = first is not None and last is not None and first <= last
+            # The name may share a stem with the question ("prime" → "primality"), not be it.
+            if found and match.group("name").lower() not in question.lower():
+                candidates.append((0.95, first, last))
+                named_phrases.add((first, last))
     # The gap: a run of words the question does not contain, right by the words it does.
     run_start = None
     for i in range(len(tokens) + 1):
@@ -631,7 +653,8 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     score = max(0.0, min(1.0, score))
     named = [] if _connective(sentence, tokens[first][1], text) else names_in(text)
     if (
-        not chinese
+        (first, last) not in named_phrases
+        and not chinese
         and focus.kind in ("person", "place", "thing")
         and not (named or re.search(r"\d", text))
     ):
