@@ -136,6 +136,13 @@ def test_an_english_phrase_without_a_name_or_number_is_answered_with_its_sentenc
             "division.",
             "trial division",
         ),
+        # "What theorem …": the noun phrase the sentence builds on that noun.
+        (
+            "What theorem defines the main role of primes in number theory?",
+            "The fundamental theorem of arithmetic establishes the central role of primes in "
+            "number theory.",
+            "fundamental theorem of arithmetic",
+        ),
         # A count is neither the day of a date nor followed by the noun the question counts.
         (
             "How many people were infected as of Feb. 10, 2020?",

@@ -479,6 +479,29 @@ def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
     return best
 
 
+_HEAD_NOUN_RE = re.compile(
+    r"^\s*(?:in\s+)?(?:what|which)\s+(?:(?:kind|type|sort|form)s?\s+of\s+)?(?P<head>[a-z][a-z-]+)\b",
+    re.IGNORECASE,
+)
+
+
+def _head_noun(question: str) -> str | None:
+    """The noun a "what/which N …" question names its answer by ("theorem" in "What theorem
+    defines …"); None when the word after it is a verb or a function word."""
+    match = _HEAD_NOUN_RE.match(question)
+    if match is None:
+        return None
+    head = match.group("head").lower()
+    if head in ENGLISH_STOPWORDS or re.fullmatch(rf"{_AUXILIARIES}", head) or head.endswith("ed"):
+        return None
+    return head.removesuffix("s") if head.endswith("s") and not head.endswith("ss") else head
+
+
+def _modifier(token: str) -> bool:
+    """A word that can stand inside a noun phrase (not a function word, not punctuation)."""
+    return bool(re.fullmatch(r"[A-Za-z][\w'’-]*", token)) and token.lower() not in ENGLISH_STOPWORDS
+
+
 # A question for what something is called, and the words a sentence names it with.
 _NAMING_Q_RE = re.compile(r"\b(?:called|named|known as|termed|the name of|name for)\b", re.I)
 _NAMED_AS_RE = re.compile(
@@ -617,6 +640,26 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
             # The name may share a stem with the question ("prime" → "primality"), not be it.
             if found and match.group("name").lower() not in question.lower():
                 candidates.append((0.95, first, last))
+                named_phrases.add((first, last))
+    head = _head_noun(question) if focus.kind == "thing" and not chinese else None
+    if head:
+        # "What theorem …?": the noun phrase the sentence builds on that noun ("the
+        # fundamental theorem of arithmetic").
+        for i, (token, _, _) in enumerate(tokens):
+            if token.lower().rstrip(".") not in (head, f"{head}s"):
+                continue
+            first = i
+            while first > 0 and i - first < 4 and _modifier(tokens[first - 1][0]):
+                first -= 1
+            last = i
+            if (
+                last + 2 < len(tokens)
+                and tokens[last + 1][0].lower() == "of"
+                and _modifier(tokens[last + 2][0])
+            ):
+                last += 2
+            if not all(inside[first : last + 1]):
+                candidates.append((0.85 - 0.05 * min(distance(first, last), 4), first, last))
                 named_phrases.add((first, last))
     # The gap: a run of words the question does not contain, right by the words it does.
     run_start = None
