@@ -33,6 +33,7 @@ from tests.flow import FakeEmbeddings
         # 因為什麼 is "because of what", not 為什麼 ("why").
         ("多倫多因為什麼東西而掀起移民潮？", "thing"),
         ("這座橋是西元幾年建成的？", "date"),
+        ("纽结不可分解是什么意思？", "description"),
         # A measure asked for by its noun is a number; what a text reports is a statement.
         ("What is the mortality rate of the disease in children?", "number"),
         ("What was the number of patients admitted?", "number"),
@@ -86,6 +87,8 @@ def test_the_main_question_word_decides_what_is_asked(question, kind):
         ),
         ("多倫多因為什麼東西而掀起移民潮？", "十九世紀修築的鐵路為多倫多帶來一股移民潮。", "鐵路"),
         ("誰發明了電話？", "1876年，亞歷山大·貝爾發明了電話。", "亞歷山大·貝爾"),
+        # 简称什么: the words after 简称.
+        ("冰雪皇后的简称什么？", "冰雪皇后（简称：DQ）是一间连锁餐厅。", "DQ"),
     ],
 )
 def test_the_answer_is_the_span_that_answers(question, sentence, span):

@@ -97,6 +97,7 @@ _ZH_KINDS = (
             r"(?<![因作成稱称認认])(?:為什麼|为什么|為何|为何)|如何|怎樣|怎样|怎麼|怎么|原因"
             r"|^什[么麼]是|是什[么麼][？?]?$"
             r"|介[绍紹]|解[释釋]|做了什[么麼]|有什[么麼](?:特[点點]|作用|用[处處]|意[义義])"
+            r"|什[么麼]意思"
         ),
     ),
     ("yesno", re.compile(r"是否|嗎[？?]?$|吗[？?]?$")),
@@ -502,6 +503,12 @@ def _modifier(token: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z][\w'’-]*", token)) and token.lower() not in ENGLISH_STOPWORDS
 
 
+_ZH_NAMING_Q_RE = re.compile(
+    r"叫做?什[么麼]|[称稱][为為作]什[么麼]|[简簡全][称稱]|名[称稱]是什[么麼]"
+)
+_ZH_NAMED_AS_RE = re.compile(
+    r"(?:叫做|[称稱][为為作]|[简簡全][称稱]|又[称稱]|名[为為])[:：\s]*(?P<name>[^，。；、（）()「」“”,;]{1,20})"
+)
 # A question for what something is called, and the words a sentence names it with.
 _NAMING_Q_RE = re.compile(r"\b(?:called|named|known as|termed|the name of|name for)\b", re.I)
 _NAMED_AS_RE = re.compile(
@@ -573,6 +580,11 @@ _CITATION_RE = re.compile(
 
 def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     chinese = is_chinese(sentence)
+    if chinese and focus.kind == "thing" and _ZH_NAMING_Q_RE.search(question):
+        # 叫做什么 / 简称什么: the words after 称为, 叫做, 简称 name it.
+        named = _ZH_NAMED_AS_RE.search(sentence)
+        if named and named.group("name").strip() not in question:
+            return Span(named.group("name").strip(), 0.95)
     if chinese and focus.kind in ("person", "place", "thing") and is_chinese(question):
         phrase = _chinese_phrase(question, sentence, focus.kind)
         if phrase is not None:
