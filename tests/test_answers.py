@@ -87,6 +87,8 @@ def test_the_main_question_word_decides_what_is_asked(question, kind):
         ),
         ("多倫多因為什麼東西而掀起移民潮？", "十九世紀修築的鐵路為多倫多帶來一股移民潮。", "鐵路"),
         ("誰發明了電話？", "1876年，亞歷山大·貝爾發明了電話。", "亞歷山大·貝爾"),
+        # A number followed by the noun asked about names the thing.
+        ("他在哪一個事件發生時被封鎖？", "二二八事件時，他的住所被封鎖。", "二二八事件"),
         # 简称什么: the words after 简称.
         ("冰雪皇后的简称什么？", "冰雪皇后（简称：DQ）是一间连锁餐厅。", "DQ"),
     ],

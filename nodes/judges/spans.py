@@ -455,14 +455,18 @@ def _chinese_phrase(question: str, sentence: str, kind: str) -> Span | None:
             _NOT_NOMINAL.match(tokens[last][1]) or tokens[last][1].startswith(_MODIFIER_TAGS)
         ):
             last -= 1
-        if not any(tokens[k][1].startswith(_NOUN_TAGS) for k in range(first, last + 1)):
+        headed = bool(asked.head) and (
+            tokens[last][0].endswith(asked.head)
+            or (last + 1 < len(tokens) and tokens[last + 1][0] == asked.head)
+        )
+        # Followed by the noun asked about, a number names it too (二二八[事件]).
+        if not headed and not any(
+            tokens[k][1].startswith(_NOUN_TAGS) for k in range(first, last + 1)
+        ):
             continue
         end = last
         score = 0.35 + 0.4 * support(first, last)
-        if asked.head and (
-            tokens[last][0].endswith(asked.head)
-            or (last + 1 < len(tokens) and tokens[last + 1][0] == asked.head)
-        ):
+        if headed:
             score += 0.2
             if not tokens[last][0].endswith(asked.head):
                 end = last + 1  # the phrase names the thing with the noun asked about
