@@ -34,6 +34,7 @@ from tests.flow import FakeEmbeddings
         ("多倫多因為什麼東西而掀起移民潮？", "thing"),
         ("這座橋是西元幾年建成的？", "date"),
         ("纽结不可分解是什么意思？", "description"),
+        ("英屬印度在哪一世紀末期建立了省議會？", "date"),
         # A measure asked for by its noun is a number; what a text reports is a statement.
         ("What is the mortality rate of the disease in children?", "number"),
         ("What was the number of patients admitted?", "number"),
@@ -87,6 +88,13 @@ def test_the_main_question_word_decides_what_is_asked(question, kind):
         ),
         ("多倫多因為什麼東西而掀起移民潮？", "十九世紀修築的鐵路為多倫多帶來一股移民潮。", "鐵路"),
         ("誰發明了電話？", "1876年，亞歷山大·貝爾發明了電話。", "亞歷山大·貝爾"),
+        # Seasons and centuries answer "when"; a season gives way to a date.
+        ("什麼時間去馬祖氣候較穩定？", "馬祖冬冷潮濕，秋天氣候較為穩定。", "秋天"),
+        (
+            "男子100米跑什么时候举行？",
+            "2008年夏季奥运会的男子100米跑于2008年8月15日举行。",
+            "2008年8月15日",
+        ),
         # A number followed by the noun asked about names the thing.
         ("他在哪一個事件發生時被封鎖？", "二二八事件時，他的住所被封鎖。", "二二八事件"),
         # 简称什么: the words after 简称.

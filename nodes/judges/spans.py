@@ -42,9 +42,12 @@ DATE_RE = re.compile(
     r"|\d{1,2}(?:st|nd|rd|th)\s+century)\b"
     r"|(?:公元前?)?\d{1,4}\s*年(?:\s*\d{1,2}\s*月)?(?:\s*\d{1,2}\s*[日號号])?"
     r"|\d{1,2}\s*月\s*\d{1,2}\s*[日號号]"
-    r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?",
+    r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?"
+    # Centuries and seasons answer "when" too.
+    r"|\d{1,2}\s*世[纪紀]|[春夏秋冬](?:天|季)|\b(?:winter|spring|summer|autumn)s?\b",
     re.IGNORECASE,
 )
+_SEASON_RE = re.compile(r"[春夏秋冬](?:天|季)|(?:winter|spring|summer|autumn)s?", re.IGNORECASE)
 _MONTH_RE = re.compile(rf"\b(?:{_MONTHS})\b", re.IGNORECASE)
 _NUMBER_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
@@ -78,7 +81,8 @@ _ZH_KINDS = (
         "date",
         re.compile(
             r"哪一?年|何年|何時|何时|什麼時候|什么时候|哪一?天|幾月|几月|日期|年份|哪一?個朝代"
-            r"|(?:西元|公元|民國|民国)[幾几]年"
+            r"|(?:西元|公元|民國|民国)[幾几]年|哪一?(?:個|个)?世[纪紀]|什[么麼]時間|什[么麼]时间"
+            r"|哪一?(?:個|个)?季[节節]"
         ),
     ),
     ("number", re.compile(r"多少|幾|几|多大|多長|多长|多高|多遠|多远|多久")),
@@ -624,6 +628,8 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
             if first is None or last is None or all(inside[first : last + 1]):
                 continue
             score = 1.0 - 0.05 * min(distance(first, last), 10)
+            if _SEASON_RE.fullmatch(match.group(0)):
+                score -= 0.3  # a season when the sentence also gives a date ("2008年夏季")
             if typed is NUMBER_RE:
                 # "How many people …": "677,243", not "677,243 people"; the unit after a
                 # number the question names ("1915 and") leaves nothing.
