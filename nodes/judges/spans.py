@@ -3,10 +3,13 @@
 :func:`question_focus` names the kind of answer a question wants from its *main* question word
 (the first one: "Who can enforce ... when member states ..." wants a person, not a date).
 :func:`answer_span` then picks, inside a supporting sentence, the words that answer: a date, a
-number, a name, or the run of words next to the question's own words that the question does
-not already contain (reading-comprehension questions reuse the passage's wording, so the
-answer sits in the gap). Questions that want an explanation get the whole sentence, and so do
-English phrases that are neither a name nor hold a number (a guess at where a phrase ends).
+number, a name (every name of a list when several things are asked for), what the sentence
+says a thing "is called", the noun phrase built on the noun a "what N" question names, or
+the run of words next to the question's own words that the question does not already contain
+(reading-comprehension questions reuse the passage's wording, so the answer sits in the gap).
+Citations are never answers. Questions that want an explanation get the whole sentence, and
+so do English phrases that are neither a name nor hold a number (a guess at where a phrase
+ends).
 Chinese "which N / what / who" questions are read with jieba's part-of-speech tags on the
 Simplified form of the text (:func:`_chinese_phrase`).
 """
@@ -511,13 +514,13 @@ def _modifier(token: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z][\w'’-]*", token)) and token.lower() not in ENGLISH_STOPWORDS
 
 
+# A question for what something is called, and the words a sentence names it with.
 _ZH_NAMING_Q_RE = re.compile(
     r"叫做?什[么麼]|[称稱][为為作]什[么麼]|[简簡全][称稱]|名[称稱]是什[么麼]"
 )
 _ZH_NAMED_AS_RE = re.compile(
     r"(?:叫做|[称稱][为為作]|[简簡全][称稱]|又[称稱]|名[为為])[:：\s]*(?P<name>[^，。；、（）()「」“”,;]{1,20})"
 )
-# A question for what something is called, and the words a sentence names it with.
 _NAMING_Q_RE = re.compile(r"\b(?:called|named|known as|termed|the name of|name for)\b", re.I)
 _NAMED_AS_RE = re.compile(
     r"\b(?:is|are|was|were|be|been)\s+(?:also\s+|commonly\s+|often\s+)?"
@@ -586,6 +589,52 @@ _CITATION_RE = re.compile(
 )
 
 
+def _named_as(
+    question: str, sentence: str, tokens: list[tuple[str, int, int]]
+) -> list[tuple[float, int, int]]:
+    """For "what is … called?": the words after "is known as" / "is called" name it, even
+    when they share a stem with the question ("prime" → "primality")."""
+    if not _NAMING_Q_RE.search(question):
+        return []
+    found = []
+    for match in _NAMED_AS_RE.finditer(sentence):
+        first = next((i for i, t in enumerate(tokens) if t[1] >= match.start("name")), None)
+        last = next((i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None)
+        if first is None or last is None or first > last:
+            continue
+        if match.group("name").lower() not in question.lower():
+            found.append((0.95, first, last))
+    return found
+
+
+def _head_phrases(
+    question: str, tokens: list[tuple[str, int, int]], inside: list[bool]
+) -> list[tuple[int, int]]:
+    """For "what theorem …?": the noun phrases the sentence builds on that noun ("the
+    fundamental theorem of arithmetic"), up to four words before it and one "of" word after,
+    holding a word the question does not."""
+    head = _head_noun(question)
+    if head is None:
+        return []
+    phrases = []
+    for i, (token, _, _) in enumerate(tokens):
+        if token.lower().rstrip(".") not in (head, f"{head}s"):
+            continue
+        first = i
+        while first > 0 and i - first < 4 and _modifier(tokens[first - 1][0]):
+            first -= 1
+        last = i
+        if (
+            last + 2 < len(tokens)
+            and tokens[last + 1][0].lower() == "of"
+            and _modifier(tokens[last + 2][0])
+        ):
+            last += 2
+        if not all(inside[first : last + 1]):
+            phrases.append((first, last))
+    return phrases
+
+
 def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     chinese = is_chinese(sentence)
     if chinese and focus.kind == "thing" and _ZH_NAMING_Q_RE.search(question):
@@ -651,38 +700,14 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
             overlap = sum(inside[first : last + 1]) / (last - first + 1)
             score = 0.9 - 0.05 * min(distance(first, last), 10) - 0.5 * overlap
             candidates.append((score, first, last))
-    if focus.kind == "thing" and not chinese and _NAMING_Q_RE.search(question):
-        # "What is the process … called?": the words after "is known as" name it.
-        for match in _NAMED_AS_RE.finditer(readable):
-            first = next((i for i, t in enumerate(tokens) if t[1] >= match.start("name")), None)
-            last = next(
-                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
-            )
-            found = first is not None and last is not None and first <= last
-            # The name may share a stem with the question ("prime" → "primality"), not be it.
-            if found and match.group("name").lower() not in question.lower():
-                candidates.append((0.95, first, last))
-                named_phrases.add((first, last))
-    head = _head_noun(question) if focus.kind == "thing" and not chinese else None
-    if head:
-        # "What theorem …?": the noun phrase the sentence builds on that noun ("the
-        # fundamental theorem of arithmetic").
-        for i, (token, _, _) in enumerate(tokens):
-            if token.lower().rstrip(".") not in (head, f"{head}s"):
-                continue
-            first = i
-            while first > 0 and i - first < 4 and _modifier(tokens[first - 1][0]):
-                first -= 1
-            last = i
-            if (
-                last + 2 < len(tokens)
-                and tokens[last + 1][0].lower() == "of"
-                and _modifier(tokens[last + 2][0])
-            ):
-                last += 2
-            if not all(inside[first : last + 1]):
-                candidates.append((0.85 - 0.05 * min(distance(first, last), 4), first, last))
-                named_phrases.add((first, last))
+    if focus.kind == "thing" and not chinese:
+        # Phrases the sentence itself marks as the answer: trusted although lower-case.
+        phrases = _named_as(question, readable, tokens) + [
+            (0.85 - 0.05 * min(distance(first, last), 4), first, last)
+            for first, last in _head_phrases(question, tokens, inside)
+        ]
+        candidates += phrases
+        named_phrases.update((first, last) for _, first, last in phrases)
     # The gap: a run of words the question does not contain, right by the words it does.
     run_start = None
     for i in range(len(tokens) + 1):
