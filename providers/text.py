@@ -131,7 +131,12 @@ def unwrapped_lines(text: str) -> list[str]:
     """The text's lines, with hard-wrapped sentences joined back into one line."""
     lines: list[str] = []
     for line in text.splitlines():
-        if lines and _OPEN_LINE_END_RE.search(lines[-1]) and _CONTINUED_LINE_RE.match(line):
+        if (
+            lines
+            and _OPEN_LINE_END_RE.search(lines[-1])
+            and _CONTINUED_LINE_RE.match(line)
+            and " | " not in lines[-1] + line  # table rows stay rows
+        ):
             lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
         else:
             lines.append(line)

@@ -203,13 +203,17 @@ def test_a_hard_wrapped_sentence_stays_one_and_headings_stay_apart():
         "The clean area includes\n"
         "the administrative office and the diagnostic room.\n"
         "def route(state):\n"
-        "    return state"
+        "    return state\n"
+        "SQLite | langgraph-checkpoint-sqlite\n"
+        "memory | langgraph"
     )
     assert split_sentences(text) == [
         "Clean area",
         "The clean area includes the administrative office and the diagnostic room.",
         "def route(state):",
         "return state",
+        "SQLite | langgraph-checkpoint-sqlite",
+        "memory | langgraph",
     ]
 
 
