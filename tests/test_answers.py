@@ -179,6 +179,17 @@ def test_citations_connectives_and_digits_in_names_are_not_answers(question, sen
     assert answer_span(question, sentence).text == span
 
 
+def test_citations_are_blanked_and_a_long_unclosed_bracket_is_read_in_one_pass():
+    from reflexrag.nodes.judges.spans import _without_citations
+
+    sentence = "Rhinovirus (RV) leads (Jartti and Gern, 2017; Britto et al., 2017) [3, 4]."
+    assert _without_citations(sentence) == "Rhinovirus (RV) leads " + " " * 44 + " " * 7 + "."
+    # A bracket that never closes, full of name-and-year pairs: a pattern that repeated
+    # "anything, then a year" backtracked through it exponentially (20 pairs: minutes).
+    unclosed = "(" + "Abc 1999 x, " * 200
+    assert _without_citations(unclosed) == unclosed
+
+
 def test_a_why_question_gets_the_whole_sentence():
     sentence = "The empire fell because its armies were spread too thin."
     assert answer_span("Why did the empire fall?", sentence).text == sentence

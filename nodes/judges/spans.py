@@ -17,6 +17,7 @@ Simplified form of the text (:func:`_chinese_phrase`).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -529,6 +530,31 @@ _NAMED_AS_RE = re.compile(
     r"because|in|by|for|after|since)\b))",
     re.IGNORECASE,
 )
+
+
+class _Offsets:
+    """Which tokens a character range covers, found by bisection (tokens are in order)."""
+
+    def __init__(self, tokens: list[tuple[str, int, int]]) -> None:
+        self.starts = [start for _, start, _ in tokens]
+        self.ends = [end for _, _, end in tokens]
+
+    def _pair(self, first: int, last: int) -> tuple[int, int] | None:
+        return (first, last) if first < len(self.starts) and last >= 0 else None
+
+    def within(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first token starting at or after ``start``, the last ending by ``end``."""
+        return self._pair(bisect_left(self.starts, start), bisect_right(self.ends, end) - 1)
+
+    def touching(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first token ending after ``start``, the last starting before ``end``."""
+        return self._pair(bisect_right(self.ends, start), bisect_left(self.starts, end) - 1)
+
+    def starting(self, start: int, end: int) -> tuple[int, int] | None:
+        """The first token starting at or after ``start``, the last starting before ``end``."""
+        return self._pair(bisect_left(self.starts, start), bisect_left(self.starts, end) - 1)
+
+
 # "What are …", "Who were …": the answer may be several things.
 _PLURAL_RE = re.compile(r"\b(?:are|were)\b", re.IGNORECASE)
 _COORDINATORS = frozenset({",", "and", "or"})
@@ -539,12 +565,12 @@ def _coordination(
 ) -> tuple[int, int]:
     """The tokens of the list of names the name at ``first..last`` stands in ("IL-25, IL-33
     and TSLP"), or the name alone: a question asking for several things names them all."""
+    offsets = _Offsets(tokens)
     names = []
     for match in _NAME_RE.finditer(sentence):
-        start = next((i for i, t in enumerate(tokens) if t[1] >= match.start()), None)
-        end = next((i for i in range(len(tokens) - 1, -1, -1) if tokens[i][2] <= match.end()), None)
-        if start is not None and end is not None and start <= end:
-            names.append((start, end))
+        covered = offsets.within(match.start(), match.end())
+        if covered is not None and covered[0] <= covered[1]:
+            names.append(covered)
 
     def linked(left_end: int, right_start: int) -> bool:
         between = [tokens[i][0].lower() for i in range(left_end + 1, right_start)]
@@ -582,11 +608,24 @@ def answer_span(question: str, sentence: str) -> Span:
 
 
 # A reference inside a sentence, "(Jartti and Gern, 2017)", "(Britto et al., 2017; …)",
-# "[10, 12]": its names and years cite a paper, they never answer the question.
-_CITATION_RE = re.compile(
-    r"\((?:[^()]*?\b(?:et al\.?|[A-Z][\w'’-]+),? (?:1[89]|20)\d{2}[a-z]?\s*;?\s*)+\)"
-    r"|\[\d+(?:\s*[,–-]\s*\d+)*\]"
-)
+# "[10, 12]": its names and years cite a paper, they never answer the question. (A bracket is
+# found first and then read, so no pattern can backtrack through a long sentence.)
+_PARENTHESIS_RE = re.compile(r"\([^()\n]{1,300}\)")
+_CITED_YEAR_RE = re.compile(r"(?:\bet al\.?|\b[A-Z][\w'’-]*),? (?:1[89]|20)\d{2}[a-z]?\b")
+_REFERENCE_RE = re.compile(r"\[\d+(?:\s*[,–-]\s*\d+)*\]")
+
+
+def _without_citations(sentence: str) -> str:
+    """``sentence`` with its citations blanked out, the same length (offsets still point into
+    the sentence)."""
+
+    def blank(match: re.Match[str]) -> str:
+        return " " * len(match.group(0))
+
+    cited = _PARENTHESIS_RE.sub(
+        lambda m: blank(m) if _CITED_YEAR_RE.search(m.group(0)) else m.group(0), sentence
+    )
+    return _REFERENCE_RE.sub(blank, cited)
 
 
 def _named_as(
@@ -596,14 +635,13 @@ def _named_as(
     when they share a stem with the question ("prime" → "primality")."""
     if not _NAMING_Q_RE.search(question):
         return []
-    found = []
+    offsets, found = _Offsets(tokens), []
     for match in _NAMED_AS_RE.finditer(sentence):
-        first = next((i for i, t in enumerate(tokens) if t[1] >= match.start("name")), None)
-        last = next((i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None)
-        if first is None or last is None or first > last:
+        covered = offsets.starting(match.start("name"), match.end())
+        if covered is None or covered[0] > covered[1]:
             continue
         if match.group("name").lower() not in question.lower():
-            found.append((0.95, first, last))
+            found.append((0.95, *covered))
     return found
 
 
@@ -646,8 +684,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
         phrase = _chinese_phrase(question, sentence, focus.kind)
         if phrase is not None:
             return phrase
-    # Citations are blanked out (same length, so offsets still point into the sentence).
-    readable = _CITATION_RE.sub(lambda m: " " * len(m.group(0)), sentence)
+    readable = _without_citations(sentence)
     tokens = _tokens(readable)
     inside = [_in_question(token, focus.terms, chinese) for token, _, _ in tokens]
     anchors = [i for i, hit in enumerate(inside) if hit]
@@ -659,6 +696,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
 
     candidates: list[tuple[float, int, int]] = []
     named_phrases: set[tuple[int, int]] = set()
+    offsets = _Offsets(tokens)
     typed = DATE_RE if focus.kind == "date" else NUMBER_RE if focus.kind == "number" else None
     if typed is not None:
         # The 10 of "as of February 10, 2020" is a day, not a count.
@@ -670,12 +708,10 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
                 continue  # a stray "." or ","
             if typed is NUMBER_RE and any(a <= match.start() < b for a, b in days):
                 continue
-            first = next((i for i, t in enumerate(tokens) if t[2] > match.start()), None)
-            last = next(
-                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][1] < match.end()), None
-            )
-            if first is None or last is None or all(inside[first : last + 1]):
+            covered = offsets.touching(match.start(), match.end())
+            if covered is None or all(inside[covered[0] : covered[1] + 1]):
                 continue
+            first, last = covered
             score = 1.0 - 0.05 * min(distance(first, last), 10)
             if _SEASON_RE.fullmatch(match.group(0)):
                 score -= 0.3  # a season when the sentence also gives a date ("2008年夏季")
@@ -691,11 +727,11 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
         for match in _NAME_RE.finditer(readable):
             if match.start() == 0 and " " not in match.group(0):
                 continue  # a single capitalised first word is just the start of the sentence
-            first = next((i for i, t in enumerate(tokens) if t[1] >= match.start()), None)
-            last = next(
-                (i for i in range(len(tokens) - 1, -1, -1) if tokens[i][2] <= match.end()), None
-            )
-            if first is None or last is None or last < first or all(inside[first : last + 1]):
+            covered = offsets.within(match.start(), match.end())
+            if covered is None or covered[1] < covered[0]:
+                continue
+            first, last = covered
+            if all(inside[first : last + 1]):
                 continue
             overlap = sum(inside[first : last + 1]) / (last - first + 1)
             score = 0.9 - 0.05 * min(distance(first, last), 10) - 0.5 * overlap
