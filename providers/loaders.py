@@ -160,18 +160,18 @@ def front_matter(markdown: str) -> tuple[dict[str, Any], str]:
     return (meta if isinstance(meta, dict) else {}), markdown[front.end() :]
 
 
-def markdown_sections(markdown: str) -> tuple[str, Sections]:
-    """(title, sections) of a Markdown document, parsed by markdown-it-py: front matter gives
-    the title (or the first ``#`` heading does), headings become section paths, links and
-    emphasis become their text, tables become rows, code blocks stay code, and MkDocs-style
-    markers (``!!! note``, ``=== "Python"``, ``:::python``) are dropped."""
+def markdown_sections(markdown: str) -> tuple[str, Sections, dict[str, Any]]:
+    """(title, sections, front matter) of a Markdown document, parsed by markdown-it-py: front
+    matter gives the title (or the first ``#`` heading does), headings become section paths,
+    links and emphasis become their text, tables become rows, code blocks stay code, and
+    MkDocs-style markers (``!!! note``, ``=== "Python"``, ``:::python``) are dropped."""
     from markdown_it import MarkdownIt
 
     meta, markdown = front_matter(markdown)
     title = meta["title"].strip() if isinstance(meta.get("title"), str) else ""
     html = MarkdownIt("commonmark").enable("table").render(_MARKUP_LINE_RE.sub("", markdown))
     heading_title, sections = html_sections(html)
-    return title or heading_title, sections
+    return title or heading_title, sections, meta
 
 
 def pdf_sections(path: Path, name: str) -> Sections:
@@ -327,8 +327,8 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
         if suffix in {".html", ".htm"}:
             title, sections = html_sections(raw)
         elif suffix in {".md", ".markdown"}:
-            title, sections = markdown_sections(raw)
-            said = byline(front_matter(raw)[0])
+            title, sections, front = markdown_sections(raw)
+            said = byline(front)
         elif raw.strip():
             sections = [("", raw)]
     source = display_name or str(path.resolve())
