@@ -37,6 +37,7 @@ _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 )
+_SEASONS = r"[春夏秋冬](?:天|季)|\b(?:winter|spring|summer|autumn)s?\b"
 DATE_RE = re.compile(
     rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\.?,?\s+\d{{3,4}}"
     rf"|(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{3,4}}"
@@ -48,10 +49,10 @@ DATE_RE = re.compile(
     r"|\d{1,2}\s*月\s*\d{1,2}\s*[日號号]"
     r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?"
     # Centuries and seasons answer "when" too.
-    r"|\d{1,2}\s*世[纪紀]|[春夏秋冬](?:天|季)|\b(?:winter|spring|summer|autumn)s?\b",
+    rf"|\d{{1,2}}\s*世[纪紀]|{_SEASONS}",
     re.IGNORECASE,
 )
-_SEASON_RE = re.compile(r"[春夏秋冬](?:天|季)|(?:winter|spring|summer|autumn)s?", re.IGNORECASE)
+_SEASON_RE = re.compile(_SEASONS, re.IGNORECASE)
 _MONTH_RE = re.compile(rf"\b(?:{_MONTHS})\b", re.IGNORECASE)
 _NUMBER_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
@@ -561,11 +562,10 @@ _COORDINATORS = frozenset({",", "and", "or"})
 
 
 def _coordination(
-    sentence: str, tokens: list[tuple[str, int, int]], first: int, last: int
+    sentence: str, tokens: list[tuple[str, int, int]], offsets: _Offsets, first: int, last: int
 ) -> tuple[int, int]:
     """The tokens of the list of names the name at ``first..last`` stands in ("IL-25, IL-33
     and TSLP"), or the name alone: a question asking for several things names them all."""
-    offsets = _Offsets(tokens)
     names = []
     for match in _NAME_RE.finditer(sentence):
         covered = offsets.within(match.start(), match.end())
@@ -628,14 +628,12 @@ def _without_citations(sentence: str) -> str:
     return _REFERENCE_RE.sub(blank, cited)
 
 
-def _named_as(
-    question: str, sentence: str, tokens: list[tuple[str, int, int]]
-) -> list[tuple[float, int, int]]:
+def _named_as(question: str, sentence: str, offsets: _Offsets) -> list[tuple[float, int, int]]:
     """For "what is … called?": the words after "is known as" / "is called" name it, even
     when they share a stem with the question ("prime" → "primality")."""
     if not _NAMING_Q_RE.search(question):
         return []
-    offsets, found = _Offsets(tokens), []
+    found = []
     for match in _NAMED_AS_RE.finditer(sentence):
         covered = offsets.starting(match.start("name"), match.end())
         if covered is None or covered[0] > covered[1]:
@@ -677,9 +675,9 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
     chinese = is_chinese(sentence)
     if chinese and focus.kind == "thing" and _ZH_NAMING_Q_RE.search(question):
         # 叫做什么 / 简称什么: the words after 称为, 叫做, 简称 name it.
-        named = _ZH_NAMED_AS_RE.search(sentence)
-        if named and named.group("name").strip() not in question:
-            return Span(named.group("name").strip(), 0.95)
+        called = _ZH_NAMED_AS_RE.search(sentence)
+        if called and called.group("name").strip() not in question:
+            return Span(called.group("name").strip(), 0.95)
     if chinese and focus.kind in ("person", "place", "thing") and is_chinese(question):
         phrase = _chinese_phrase(question, sentence, focus.kind)
         if phrase is not None:
@@ -738,7 +736,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
             candidates.append((score, first, last))
     if focus.kind == "thing" and not chinese:
         # Phrases the sentence itself marks as the answer: trusted although lower-case.
-        phrases = _named_as(question, readable, tokens) + [
+        phrases = _named_as(question, readable, offsets) + [
             (0.85 - 0.05 * min(distance(first, last), 4), first, last)
             for first, last in _head_phrases(question, tokens, inside)
         ]
@@ -772,7 +770,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
         return Span(sentence, 0.0)
     score, first, last = max(candidates, key=lambda c: (c[0], -(c[2] - c[1])))
     if focus.kind in ("person", "place", "thing") and not chinese and _PLURAL_RE.search(question):
-        first, last = _coordination(readable, tokens, first, last)
+        first, last = _coordination(readable, tokens, offsets, first, last)
     text = sentence[tokens[first][1] : tokens[last][2]].strip(" ,;:")
     if tokens[last][2] >= len(sentence.rstrip()):
         text = text.removesuffix(".")  # the sentence's full stop
