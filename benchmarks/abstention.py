@@ -1,9 +1,11 @@
 """How ``min_confidence`` trades answers for honesty, read off one evaluation run.
 
-Run ``reflexrag eval ... --min-confidence 0`` (every self-correcting loop that ends without
-evidence its judges accept then answers from the best evidence, with its confidence), and this
-prints what each threshold would give: a best-evidence answer below the threshold becomes
-"not found". Choose the threshold on one split, confirm it on another.
+Run ``reflexrag eval ... --min-confidence 0`` (every answer the judges accept stands, and every
+self-correcting loop that ends without one answers from the best evidence, with its
+confidence), and this prints what each threshold would give: an answer below the threshold
+becomes "not found". An estimate: in a run at that threshold, an accepted answer under it
+first sends the loop looking further, which may find a surer one, so a real run abstains at
+most this often. Choose the threshold on one split, confirm it on another.
 
 Run: ``python -m reflexrag.benchmarks.abstention eval-out/report.json [more reports…]``.
 """
@@ -18,11 +20,11 @@ from typing import Any
 THRESHOLDS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 1.0)
 
 
-def past_the_judges(record: dict[str, Any]) -> bool:
-    """An answer given from the best evidence after the loop gave up."""
-    return record["answer_kind"] == "extractive" and record["stop_reason"] not in (
-        "answered",
-        "no_retrieval_needed",
+def from_the_knowledge_base(record: dict[str, Any]) -> bool:
+    """An answer drawn from retrieved evidence, accepted by the judges or given from the best
+    evidence after the loop gave up (not one that needed no retrieval)."""
+    return record["answer_kind"] == "extractive" and record["stop_reason"] != (
+        "no_retrieval_needed"
     )
 
 
@@ -33,7 +35,7 @@ def at_threshold(records: list[dict[str, Any]], threshold: float) -> dict[str, f
     def abstains(record: dict[str, Any]) -> bool:
         if record["answer_kind"] in ("not_found", "clarification", "error"):
             return True
-        return past_the_judges(record) and (record["confidence"] or 0.0) < threshold
+        return from_the_knowledge_base(record) and (record["confidence"] or 0.0) < threshold
 
     def contains(record: dict[str, Any]) -> float:
         return 0.0 if abstains(record) else record["metrics"].get("answer_contains", 0.0)

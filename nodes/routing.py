@@ -47,12 +47,15 @@ def route_after_generate(state: RAGState) -> Literal["grade_generation", "finish
 def _check_generation(
     state: RAGState, context: Context
 ) -> Literal["finish", "generate", "give_up", "retry"]:
-    """Ungrounded → regenerate while allowed; useful → finish; grounded but useless → retry."""
+    """Ungrounded → regenerate while allowed; useful and at least ``min_confidence`` sure →
+    finish; grounded but useless, or less sure than the run asks → retry."""
     if state.get("grounding") == "none":
         if state.get("generation_attempts", 0) <= context.max_regenerations:
             return "generate"
         return "give_up"
-    return "finish" if state.get("useful") else "retry"
+    confidence = state.get("confidence")
+    sure = confidence is None or confidence >= context.min_confidence
+    return "finish" if state.get("useful") and sure else "retry"
 
 
 def route_after_generation_grade(

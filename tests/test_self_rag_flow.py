@@ -84,6 +84,24 @@ async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeyp
     assert state["stop_reason"] == "answered" and state["query_rewrites"] == 1
 
 
+async def test_a_useful_answer_less_sure_than_the_run_asks_looks_further(flow_kb, monkeypatch):
+    # The chunk is relevant but scored 0.4, so the answer citing it is 0.4 sure: under
+    # min_confidence 0.5 the loop rewrites the query while it may, then says not found.
+    unsure = '{"binary_score": "yes", "score": 0.4}'
+    grader = [ROUTE_YES, unsure, FULLY, YES, "Tesla death", FULLY, YES, "Tesla died", FULLY, YES]
+    context = scripted(
+        monkeypatch, grader, ["1943 [1]"] * 3, top_k=1, max_query_rewrites=2, min_confidence=0.5
+    )
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert state["query_rewrites"] == 2 and nodes(state).count("generate") == 3
+    assert state["stop_reason"] == "max_retrieval_attempts"
+    assert state["answer_kind"] == "not_found"
+
+    context = scripted(monkeypatch, grader[:4], ["1943 [1]"], top_k=1, min_confidence=0.4)
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert state["stop_reason"] == "answered" and state["confidence"] == 0.4
+
+
 async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
     grader = [ROUTE_YES, NO, NO, NO] + [f"rewrite {n}" for n in range(3)]
     context = scripted(monkeypatch, grader, [], top_k=3)
