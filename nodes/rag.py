@@ -453,10 +453,10 @@ def give_up_reason(state: RAGState, context: Context) -> str:
 
 
 async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """End without an answer the judges accepted. The best evidence seen may still answer:
-    if the answer it gives reaches ``min_confidence`` it is returned, marked with that
-    confidence and the reason the loop stopped; otherwise an honest "not found" with the
-    closest evidence."""
+    """End without an answer the judges accepted at the run's ``min_confidence``. The best
+    evidence seen may still answer: if the answer it gives reaches ``min_confidence`` it is
+    returned, marked with that confidence and the reason the loop stopped; otherwise an
+    honest "not found" with the closest evidence."""
     context = context_of(runtime)
     reason = give_up_reason(state, context)
     grades = state.get("doc_grades") or {}
