@@ -429,9 +429,14 @@ class ExtractiveGenerator:
             text = shared.name
             naming = [i for i in ranked if shared.mention in candidates[i][0]]
             if naming:
-                chosen = [naming[0]]
-                quote = candidates[naming[0]][0]
-                confidence = self.support(question, readings[naming[0]], float(scores[naming[0]]))
+                # The name was chosen by counting documents, not by this ranking: it is
+                # quoted from the sentence naming it that best answers a part of the question
+                # (the question ties several together), and is as sure as that sentence.
+                support = self.clause_scorer.scores(question, [readings[i] for i in naming])
+                quoted = naming[int(np.argmax(support))]
+                chosen = [quoted]
+                quote = candidates[quoted][0]
+                confidence = round(min(1.0, float(support.max())), 4)
             else:
                 # No sentence it may quote names the answer: the quote does not show it.
                 confidence = round(confidence * MISSING_KIND_FACTOR, 4)
