@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 
@@ -357,8 +358,8 @@ async def test_an_answer_to_a_question_of_several_clauses_is_as_sure_as_the_part
     question = "Who faced a jury over FTX, and won the Tour de France twice?"
     whole = float(generator.scorer.scores(question, [sentence])[0])
     # The sentence answers the first clause and says nothing of the second.
-    assert generator.support(question, sentence, whole) > whole
-    assert generator.support("Who faced a jury over FTX?", sentence, 0.42) == 0.42
+    assert generator.support(question, [sentence], np.array([whole]))[0] > whole
+    assert generator.support("Who faced a jury over FTX?", [sentence], np.array([0.42]))[0] == 0.42
 
 
 async def test_a_shared_name_is_quoted_from_the_sentence_that_best_answers_a_part():
@@ -381,7 +382,7 @@ async def test_a_shared_name_is_quoted_from_the_sentence_that_best_answers_a_par
     # The first sentence shares words with both parts and ranks first against the whole
     # question; the second answers the first part in full.
     assert answer.quote == "Bankman-Fried faced a jury over FTX fraud charges."
-    assert answer.confidence == generator.support(question, answer.quote, 0.0)
+    assert answer.confidence == generator.support(question, [answer.quote], np.zeros(1))[0]
 
 
 async def test_a_who_question_gets_the_shared_name_of_a_person_not_of_a_company():

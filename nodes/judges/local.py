@@ -409,7 +409,6 @@ class ExtractiveGenerator:
         # that match nearly as well. (Fixture F1 on "why/how/what is" questions 0.354 with
         # both sentences, 0.374 with the best; COVID-QA, checked after, 0.445 and 0.468.)
         text = span.text if focus.short else candidates[best][0]
-        confidence = self.support(question, readings[best], float(scores[best]))
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
@@ -428,22 +427,26 @@ class ExtractiveGenerator:
             # worse: a company and its founder are named in the same passages.)
             text = shared.name
             naming = [i for i in ranked if shared.mention in candidates[i][0]]
+            # The name was chosen by counting documents, not by this ranking: it is quoted
+            # from the sentence naming it that best answers a part of the question (the
+            # question ties several together), and is as sure as that sentence.
+            witnesses = naming or [best]
+            support = self.support(question, [readings[i] for i in witnesses], scores[witnesses])
+            confidence = float(support.max())
             if naming:
-                # The name was chosen by counting documents, not by this ranking: it is
-                # quoted from the sentence naming it that best answers a part of the question
-                # (the question ties several together), and is as sure as that sentence.
-                support = self.clause_scorer.scores(question, [readings[i] for i in naming])
                 quoted = naming[int(np.argmax(support))]
                 chosen = [quoted]
                 quote = candidates[quoted][0]
-                confidence = round(min(1.0, float(support.max())), 4)
             else:
                 # No sentence it may quote names the answer: the quote does not show it.
                 confidence = round(confidence * MISSING_KIND_FACTOR, 4)
-        elif focus.kind == "person" and names_in(text) == [text]:
-            # "Who …?" answered "Altman" where the documents say "Sam Altman": the full name.
-            named = [name for doc in read for name in names_in(doc.page_content)]
-            text = full_name(text, named)
+        else:
+            confidence = float(self.support(question, [readings[best]], scores[[best]])[0])
+            if focus.kind == "person" and names_in(text) == [text]:
+                # "Who …?" answered "Altman" where the documents say "Sam Altman": the full
+                # name.
+                named = [name for doc in read for name in names_in(doc.page_content)]
+                text = full_name(text, named)
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
@@ -456,10 +459,10 @@ class ExtractiveGenerator:
             confidence=confidence,
         )
 
-    def support(self, question: str, sentence: str, match: float) -> float:
-        """How sure an answer quoted from ``sentence`` is, 0-1: the sentence's ``match`` to the
-        question, or for a question of several clauses its match to the clause it answers
-        best (as the relevance judge reads it). One sentence answers one part of a question
+    def support(self, question: str, sentences: list[str], matches: np.ndarray) -> np.ndarray:
+        """How sure answers quoted from ``sentences`` are, 0-1: each sentence's ``matches``
+        to the question, or for a question of several clauses its match to the clause it
+        answers best (as the relevance judge reads it). One sentence answers one part of a question
         that ties facts together, so its match to the whole of it says little (MultiHop-RAG's
         right answers matched their long questions 0.34-0.50, where nine in ten of the
         fixture's score over 0.55).
@@ -468,8 +471,8 @@ class ExtractiveGenerator:
         base answers is told by the evidence, and the span's own score ranked answers worse
         (contains-gold vs confidence AUROC, fixture 0.812 with it, 0.832 without)."""
         if question_clauses(question):
-            match = float(self.clause_scorer.scores(question, [sentence])[0])
-        return round(min(1.0, max(0.0, match)), 4)
+            matches = self.clause_scorer.scores(question, sentences)
+        return np.round(np.clip(matches, 0.0, 1.0), 4)
 
 
 _POLARITY_RE = re.compile(
