@@ -37,12 +37,16 @@ ABSTENTIONS = {"not_found", "clarification", "error"}
 """Outcomes that give no answer; of them only a run that failed is never an honest one."""
 """Answer kinds that give no answer. ``no_retrieval`` (an answer from general knowledge) is an
 answer: it is not counted as an honest abstention."""
+LONG_ANSWER_F1 = 0.5
+"""Token F1 with a gold passage from which a long answer counts as giving it."""
 CORPUS_KB = "eval-corpus"
 WEB_KB = "eval-web"
 # Comparison targets runnable by name; never part of "all".
 BASELINES = {"tutorial_self_rag": "reflexrag.benchmarks.tutorial_self_rag"}
 BREAKDOWNS = ("lang", "category", "hop", "source")
 SLICE_COLUMNS = (
+    ("truthfulness", "truthfulness"),
+    ("answer_rate", "answer rate"),
     ("answer_contains", "contains"),
     ("f1", "F1"),
     ("rouge_l", "ROUGE-L"),
@@ -53,6 +57,10 @@ SLICE_COLUMNS = (
     ("seconds_mean", "mean s"),
 )
 HEADLINE = (
+    ("truthfulness", "truthfulness"),
+    ("answer_rate", "answer rate"),
+    ("identical_to_naive", "same as naive"),
+    ("answer_right", "short answer right"),
     ("answer_contains", "contains gold"),
     ("f1", "F1"),
     ("exact_match", "EM"),
@@ -123,6 +131,49 @@ def stratified_sample(items: Sequence[QAItem], limit: int | None, seed: int) -> 
     return chosen
 
 
+def holds_gold(item: QAItem, text: str) -> bool:
+    """Whether ``text`` gives the question's answer: every part of ``answer_parts``, or a
+    gold answer inside it; for a long (sentence) answer, token F1 of at least
+    ``LONG_ANSWER_F1`` with a gold answer, since a passage is rarely quoted word for word."""
+    if not text:
+        return False
+    if parts := item.extra.get("answer_parts"):
+        return bool(metrics.contains_all_parts(text, parts, item.lang))
+    if item.answer_style == "long":
+        return metrics.token_f1(text, item.answers, item.lang) >= LONG_ANSWER_F1
+    return bool(metrics.contains_answer(text, item.answers, item.lang))
+
+
+def truthfulness(item: QAItem, result: RunResult) -> float:
+    """Meta's CRAG-benchmark scoring. Answerable: +1 when the short answer gives the answer,
+    +0.5 when only its quote does, 0 for an abstention, -1 for a wrong answer. Unanswerable:
+    +1 for an abstention (or, where the fixture's web snapshot holds the answer, for that
+    answer), -1 for any other answer. Counterfactual (the corpus plants a false answer):
+    abstaining or giving the true answer +1, anything else (repeating the planted answer)
+    -1. A failed run is an abstention that is never honest: 0."""
+    if result.answer_kind == "error":
+        return 0.0
+    abstained = result.answer_kind in ABSTENTIONS
+    if item.category == "counterfactual":
+        return 1.0 if abstained or holds_gold(item, result.answer) else -1.0
+    if not item.answerable:
+        if abstained:
+            return 1.0
+        shown = " ".join(filter(None, (result.answer, result.quote)))
+        web = item.extra.get("answers_if_web")
+        return 1.0 if web and metrics.contains_answer(shown, web, item.lang) else -1.0
+    if abstained:
+        return 0.0
+    if holds_gold(item, result.answer):
+        return 1.0
+    return 0.5 if holds_gold(item, result.quote) else -1.0
+
+
+def always_abstain(item: QAItem) -> float:
+    """What a system that never answers scores on ``item``."""
+    return 0.0 if item.answerable else 1.0
+
+
 def score(item: QAItem, result: RunResult) -> dict[str, float]:
     """Every metric that applies to this question; the others are left out (not zero)."""
     abstained = result.answer_kind in ABSTENTIONS
@@ -130,7 +181,11 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
     # the short answer alone; "contains gold" on both.
     shown = "" if abstained else " ".join(filter(None, (result.answer, result.quote)))
     answer = "" if abstained else result.answer
-    values: dict[str, float] = {}
+    values: dict[str, float] = {
+        "truthfulness": truthfulness(item, result),
+        "answer_rate": float(not abstained),
+        "always_abstain": always_abstain(item),
+    }
     if item.answerable:
         values["exact_match"] = metrics.exact_match(answer, item.answers, item.lang)
         values["f1"] = metrics.token_f1(answer, item.answers, item.lang)
@@ -139,6 +194,7 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
             values["answer_contains"] = metrics.contains_all_parts(shown, parts, item.lang)
         else:
             values["answer_contains"] = metrics.contains_answer(shown, item.answers, item.lang)
+        values["answer_right"] = float(holds_gold(item, answer))
         values["wrong_abstention"] = float(abstained)
         if item.answer_style == "long":
             values["rouge_l"] = metrics.rouge_l(answer, item.answers, item.lang)
@@ -359,15 +415,40 @@ def build_report(
     baseline = "naive" if "naive" in strategies else None
     if baseline:
         for strategy in strategies:
-            per_strategy[strategy]["vs_naive"] = paired_comparison(
-                [r for r in records if r.strategy == strategy],
-                [r for r in records if r.strategy == baseline],
-            )
+            mine = [r for r in records if r.strategy == strategy]
+            theirs = [r for r in records if r.strategy == baseline]
+            per_strategy[strategy]["vs_naive"] = paired_comparison(mine, theirs)
+            per_strategy[strategy]["overall"]["identical_to_naive"] = identical_share(mine, theirs)
     return {
         "strategies": per_strategy,
+        "always_abstain": aggregate_reference(records),
         "context": asdict(context),
         "wall_seconds": round(wall_s, 1),
         "records": [asdict(r) for r in records],
+    }
+
+
+def identical_share(records: Sequence[Record], baseline: Sequence[Record]) -> float:
+    """Share of questions answered word for word as naive does (answer and quote): a
+    strategy that equals naive there has not corrected anything."""
+    theirs = {r.qid: (r.answer_kind, r.answer, r.quote) for r in baseline}
+    same = [theirs.get(r.qid) == (r.answer_kind, r.answer, r.quote) for r in records]
+    return round(statistics.fmean(same), 4) if same else 0.0
+
+
+def aggregate_reference(records: Sequence[Record]) -> dict[str, Any]:
+    """The always-abstain reference: +1 on every unanswerable question, 0 elsewhere, over the
+    questions the strategies were asked (each once)."""
+    questions = {r.qid: r for r in records}.values()
+    by_category = defaultdict(list)
+    for record in questions:
+        by_category[record.category].append(record.metrics["always_abstain"])
+    return {
+        "truthfulness": round(statistics.fmean(r.metrics["always_abstain"] for r in questions), 4)
+        if questions
+        else 0.0,
+        "answer_rate": 0.0,
+        "by_category": {k: round(statistics.fmean(v), 4) for k, v in sorted(by_category.items())},
     }
 
 
@@ -453,6 +534,11 @@ def headline_table(report: dict[str, Any]) -> str:
             else "–"
         )
         rows.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    if reference := report.get("always_abstain"):
+        cells = ["", ""] + [
+            f"{reference[key]:.3f}" if key in reference else "–" for key, _ in HEADLINE
+        ]
+        rows.append("| always-abstain (reference) | " + " | ".join(cells) + " | – |")
     return "\n".join([header, rule, *rows])
 
 
@@ -494,7 +580,14 @@ def write_report(report: dict[str, Any], out_dir: Path) -> None:
         headline_table(report),
         "",
         f"{report['fixture']['questions'] if 'fixture' in report else ''} questions per "
-        f'strategy; wall time {report["wall_seconds"]} s. "contains gold" is over answerable '
+        f"strategy; wall time {report['wall_seconds']} s. Truthfulness (Meta's CRAG "
+        "benchmark) is +1 for a short answer that gives the gold, +0.5 when only its quote "
+        "does, 0 for an abstention and -1 for a wrong answer; on an unanswerable question +1 "
+        "for abstaining (or the web's answer) and -1 for any other answer; a failed run 0. "
+        "The always-abstain row is what never answering scores. Answer rate is over all "
+        'questions; "same as naive" is the share answered word for word as naive does '
+        '(answer and quote); "short answer right" is over answerable questions, on the '
+        'short answer alone (token F1 >= 0.5 for long answers). "contains gold" is over answerable '
         "questions, on the short answer and its supporting quote (a not-found answer scores "
         '0); EM and F1 are on the short answer alone. "honest on unanswerable" is the share '
         "of unanswerable / out-of-corpus questions answered with not-found or with the web's "

@@ -2,9 +2,10 @@
 
 Its traits, kept on purpose: one *sequential* grader call per retrieved document, separate
 hallucination and answer graders, and loops bounded only by ``recursion_limit=10``, so a hard
-question ends in ``GraphRecursionError`` (the harness counts that as a failure). It uses the
-same judges and generator as reflexrag so only the control flow differs. Not a product
-strategy: it is absent from ``graphs.STRATEGIES`` and the default evaluation list.
+question ends in ``GraphRecursionError`` (the harness counts that as an error, never an
+abstention). It uses the same judges and generator as reflexrag so only the control flow
+differs. Not a product strategy: it is absent from ``graphs.STRATEGIES`` and the default
+evaluation list.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
     used = set(answer.used_ids)
     return {
         "generation": answer.text,
+        "quote": answer.quote,
+        "confidence": answer.confidence,
         "answer_kind": answer.kind,
         "sources": [to_source(d) for d in documents if str(d.id) in used],
         "generation_attempts": state.get("generation_attempts", 0) + 1,
@@ -84,17 +87,18 @@ async def tutorial_transform_query(state: RAGState, runtime: Runtime[Context]) -
 
 
 async def tutorial_grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Hallucination grader, then answer grader, as two separate calls."""
+    """Hallucination grader, then answer grader, as two separate calls, both on the
+    generation: what the tutorial's LLM writes is a whole answer, which for the extractive
+    generator is the short answer with the sentence it is quoted from."""
     judge = await judge_for(context_of(runtime))
     wanted = set(state.get("last_retrieved_ids") or [])
     documents = [d for d in graded_documents(state) if d.id in wanted]
+    generation = " ".join(filter(None, (state["generation"], state.get("quote"))))
     with metered() as meter:
-        grounding = await judge.grade_grounding(state["generation"], documents)
+        grounding = await judge.grade_grounding(state.get("quote") or generation, documents)
         useful = False
         if grounding.level != "none":
-            useful = (
-                await judge.grade_usefulness(state["original_question"], state["generation"])
-            ).useful
+            useful = (await judge.grade_usefulness(state["original_question"], generation)).useful
     return {
         "grounding": grounding.level,
         "useful": useful,

@@ -220,8 +220,15 @@ async def run_question(
                         await maybe
     except GraphRecursionError:
         # Only graphs bounded by recursion_limit alone (the tutorial baseline) get here; keep
-        # what they did so their cost is counted, and say why they stopped.
-        values = {**values, "stop_reason": "recursion_error", "answer_kind": None, "generation": ""}
+        # what they did so their cost is counted, and say why they stopped. Such a run gave
+        # no answer and failed: an error, never an abstention.
+        failure = f"recursion limit of {recursion_limit} reached without an answer"
+        values = {
+            **values,
+            "stop_reason": "recursion_error",
+            "answer_kind": "error",
+            "generation": "",
+        }
     except ModelServerError as exc:
         # Keep what the run did before the server failed (its steps and calls), and say why.
         failure = str(exc)

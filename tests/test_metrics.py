@@ -3,8 +3,9 @@
 import pytest
 
 from reflexrag.benchmarks import metrics
-from reflexrag.benchmarks.evaluate import stratified_sample
+from reflexrag.benchmarks.evaluate import stratified_sample, truthfulness
 from reflexrag.benchmarks.fixture import QAItem
+from reflexrag.server.runner import RunResult
 
 
 def test_english_normalisation_drops_case_punctuation_and_articles():
@@ -69,3 +70,69 @@ def test_stratified_sample_covers_every_group_and_is_seeded():
     assert len(stratified_sample(items, 40, seed=1)) == 40
     assert {item.source for item in sample} == {"a", "b", "c"}
     assert [i.qid for i in sample] == [i.qid for i in stratified_sample(items, 10, seed=1)]
+
+
+def _result(answer: str, quote: str = "", kind: str = "extractive") -> RunResult:
+    result = RunResult.failed("naive", "")
+    result.answer, result.quote, result.answer_kind = answer, quote, kind
+    return result
+
+
+def test_truthfulness_rewards_right_answers_and_honest_abstentions_only():
+    tesla = QAItem("q", "en", "When did Tesla die?", ["1943"], "in_corpus", "single", "s")
+    assert truthfulness(tesla, _result("7 January 1943")) == 1.0
+    # The quote holds the gold, the short answer does not: half.
+    assert truthfulness(tesla, _result("New York", "He died in 1943 in New York.")) == 0.5
+    assert truthfulness(tesla, _result("1856", "He was born in 1856.")) == -1.0
+    assert truthfulness(tesla, _result("not found", kind="not_found")) == 0.0
+    assert truthfulness(tesla, RunResult.failed("naive", "server down")) == 0.0
+
+    absent = QAItem("u", "en", "When did Tesla marry?", [], "unanswerable_in_corpus", "", "s")
+    assert truthfulness(absent, _result("not found", kind="not_found")) == 1.0
+    assert truthfulness(absent, _result("1943")) == -1.0
+    # A failed run says nothing about the knowledge base: never an honest abstention.
+    assert truthfulness(absent, RunResult.failed("naive", "server down")) == 0.0
+    on_the_web = QAItem(
+        "w",
+        "en",
+        "q?",
+        ["x"],
+        "unanswerable_in_corpus",
+        "single",
+        "s",
+        extra={"answers_if_web": ["Paris"]},
+    )
+    assert truthfulness(on_the_web, _result("Paris")) == 1.0
+    assert truthfulness(on_the_web, _result("Lyon")) == -1.0
+
+
+def test_truthfulness_of_parts_long_answers_and_planted_answers():
+    both = QAItem(
+        "p",
+        "en",
+        "Director and star?",
+        ["x"],
+        "in_corpus",
+        "single",
+        "s",
+        extra={"answer_parts": ["Nolan", ["Bale", "Christian Bale"]]},
+    )
+    assert truthfulness(both, _result("Nolan; Christian Bale")) == 1.0
+    assert truthfulness(both, _result("Nolan")) == -1.0
+    passage = "the court ruled that the law was unconstitutional in 1954"
+    long = QAItem("l", "en", "q?", [passage], "in_corpus", "single", "s", answer_style="long")
+    assert truthfulness(long, _result("The court ruled the law unconstitutional in 1954.")) == 1.0
+    assert truthfulness(long, _result("Yes")) == -1.0
+    planted = QAItem(
+        "c",
+        "en",
+        "Capital of Australia?",
+        ["Canberra"],
+        "counterfactual",
+        "single",
+        "s",
+        extra={"fakeanswer": "Sydney"},
+    )
+    assert truthfulness(planted, _result("Sydney")) == -1.0
+    assert truthfulness(planted, _result("Canberra")) == 1.0
+    assert truthfulness(planted, _result("not found", kind="not_found")) == 1.0

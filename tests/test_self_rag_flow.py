@@ -200,5 +200,7 @@ async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_
     )
     assert result.stop_reason == "recursion_error"
     assert result.answer == ""
+    # A failure, never an abstention: the eval counts it among the errors.
+    assert result.answer_kind == "error" and "recursion limit" in result.error
     # Its sequential grading and rewrites before the failure are still counted.
     assert result.usage["llm.grader"] >= 4 and result.usage["llm.rewriter"] >= 2
