@@ -21,6 +21,7 @@ from reflexrag.providers.settings import get_settings
 from reflexrag.providers.text import is_chinese
 from reflexrag.state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
 from reflexrag.state.context import check_question
+from reflexrag.state.schema import sum_counts
 
 NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
@@ -453,21 +454,20 @@ def give_up_reason(state: RAGState, context: Context) -> str:
 
 
 async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """End without an answer the judges accepted at the run's ``min_confidence``. The best
-    evidence seen may still answer: if the answer it gives reaches ``min_confidence`` it is
-    returned, marked with that confidence and the reason the loop stopped; otherwise an
-    honest "not found" with the closest evidence."""
+    """End without an answer the judges accepted: an honest "not found" with the closest
+    evidence. With ``best_effort`` on, the best evidence seen may still answer, marked
+    ``best_effort``, but only with an answer the grounding and usefulness judges accept at
+    the run's ``min_confidence``: a run that gives up never quietly becomes naive RAG."""
     context = context_of(runtime)
     reason = give_up_reason(state, context)
     grades = state.get("doc_grades") or {}
     closest = graded_documents(state, relevant_only=False)[:3]
     question = original_question(state)
-    evidence = with_first_retrieval(state, context, graded_documents(state, relevant_only=False))
     # Evidence the judges found too weak may still answer; answers they found ungrounded
     # would only be produced again.
     best_effort = (
-        await best_evidence_answer(state, context, evidence)
-        if reason in ("max_retrieval_attempts", "no_relevant_knowledge")
+        await best_evidence_answer(state, context)
+        if context.best_effort and reason in ("max_retrieval_attempts", "no_relevant_knowledge")
         else None
     )
     if best_effort is not None:
@@ -489,24 +489,23 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
-async def best_evidence_answer(
-    state: RAGState, context: Context, evidence: list[Document]
-) -> dict[str, Any] | None:
+async def best_evidence_answer(state: RAGState, context: Context) -> dict[str, Any] | None:
     """The answer the best evidence gives (the best-graded chunks and what the first
-    retrieval found, which is what naive RAG answers from), when its confidence reaches the
-    run's ``min_confidence``; None when it does not, or there is no evidence."""
-    if not evidence or context.min_confidence >= 1.0:
+    retrieval found), when the judges find it grounded and useful and it is at least the
+    run's ``min_confidence`` sure; None otherwise, or when there is no evidence."""
+    evidence = with_first_retrieval(state, context, graded_documents(state, relevant_only=False))
+    if not evidence:
         return None
-    generator = await generator_for(context)
-    if not generator.reports_confidence:
-        # Its answer's confidence will be the best grade of its sources: decide before
-        # paying for a generation.
-        grades = state.get("doc_grades") or {}
-        best = max((grades[doc.id]["score"] for doc in evidence if doc.id in grades), default=0.0)
-        if best < context.min_confidence:
-            return None
     update = await answer_from(state, context, evidence, retry=False)
     confidence = update.get("confidence")
-    if not update["generation"] or confidence is None or confidence < context.min_confidence:
+    if not update["generation"] or (confidence is not None and confidence < context.min_confidence):
         return None
-    return update
+    judge = await judge_for(context)
+    with metered() as meter:
+        grade = await judge.grade_answer(
+            original_question(state), update["generation"], evidence, update["quote"]
+        )
+    update["usage"] = sum_counts(update["usage"], meter.counts)
+    if grade.grounding.level == "none" or not (grade.usefulness and grade.usefulness.useful):
+        return None
+    return {**update, "answer_kind": "best_effort"}

@@ -47,6 +47,7 @@ def _context(args: argparse.Namespace) -> Any:
         "iterative_stop",
         "completeness_threshold",
         "min_confidence",
+        "best_effort",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -446,8 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument(
         "--min-confidence",
         type=float,
-        help="self-correcting strategies: answer from the best evidence past their judges only "
-        "at this confidence (0-1; 0 always answers)",
+        help="self-correcting strategies: the lowest confidence they answer with (0-1)",
+    )
+    ask.add_argument(
+        "--best-effort",
+        action="store_true",
+        default=None,
+        help="when a loop gives up, answer from the best evidence if the judges accept it",
     )
     ask.add_argument(
         "--max-query-rewrites", type=int, help="rewrites before giving up (0-10, default 3)"

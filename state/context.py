@@ -154,8 +154,13 @@ class Context:
         DEFAULT_MIN_CONFIDENCE,
         "Lowest confidence a self-correcting strategy answers with: a judged-useful answer "
         "under it sends the loop looking further, and a loop that ends without an accepted "
-        "answer answers from the best evidence seen only if that answer reaches it, else "
-        "says not found (0: always answer).",
+        "answer says not found.",
+    )
+    best_effort: bool = described(
+        False,
+        "When a self-correcting loop gives up, answer from the best evidence seen (answer_kind "
+        "best_effort) if the grounding and usefulness judges accept that answer at "
+        "min_confidence; off, the run says not found.",
     )
     relevance_threshold: Annotated[float | None, between(0, 1)] = described(
         None, "Override the judge's calibrated relevance threshold (0-1)."

@@ -161,7 +161,11 @@ class RAGState(TypedDict, total=False):
     """The source sentence(s) supporting a short answer."""
     confidence: float
     """0-1: how likely the answer is right (for ranking answers and for abstaining)."""
-    answer_kind: Literal["extractive", "generative", "not_found", "no_retrieval", "clarification"]
+    answer_kind: Literal[
+        "extractive", "generative", "best_effort", "not_found", "no_retrieval", "clarification"
+    ]
+    """``best_effort``: given after the loop gave up, from the best evidence seen (only with
+    the run's ``best_effort`` on)."""
     sources: list[Source]
     grounding: Grounding
     useful: bool

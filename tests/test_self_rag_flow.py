@@ -116,6 +116,29 @@ async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
     assert state["sources"], "the closest evidence is reported"
 
 
+async def test_a_loop_that_gives_up_says_not_found_unless_best_effort_is_asked_for(
+    flow_kb, monkeypatch
+):
+    question = {"question": "When did Tesla die?"}
+    limits = {"top_k": 1, "max_query_rewrites": 0, "min_confidence": 0.0}
+    # By default no generation is even tried: the judges accepted nothing.
+    context = scripted(monkeypatch, [ROUTE_YES, NO], [], **limits)
+    state = await self_rag_graph.ainvoke(question, context=context)
+    assert state["answer_kind"] == "not_found" and "generate" not in nodes(state)
+
+    # best_effort: the best evidence answers, but only past the grounding and usefulness
+    # judges, and says so in its kind.
+    limits["best_effort"] = True
+    context = scripted(monkeypatch, [ROUTE_YES, NO, FULLY, YES], ["1943 [1]"], **limits)
+    state = await self_rag_graph.ainvoke(question, context=context)
+    assert state["answer_kind"] == "best_effort" and state["generation"] == "1943 [1]"
+    assert state["stop_reason"] == "max_retrieval_attempts"
+
+    context = scripted(monkeypatch, [ROUTE_YES, NO, FULLY, NO], ["1943 [1]"], **limits)
+    state = await self_rag_graph.ainvoke(question, context=context)
+    assert state["answer_kind"] == "not_found", "an answer the usefulness judge rejected"
+
+
 async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeypatch):
     context = scripted(
         monkeypatch,
