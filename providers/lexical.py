@@ -46,7 +46,8 @@ B = 0.75
 RRF_K = 60
 MAX_BLOCKS = 32
 """Blobs a term's postings may span before they are merged into one."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""3: English terms are lemmas (simplemma), no longer plural-folded words."""
 _POSTING = np.dtype("<i4")
 _IN_LIMIT = 500
 """Parameters per ``IN (...)`` list."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import jieba
 import opencc
+import simplemma
 import tiktoken
 from jieba import posseg
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -186,15 +187,19 @@ def is_chinese(text: str) -> bool:
     return cjk > 0 and cjk >= 0.2 * len(re.sub(r"\s", "", text))
 
 
-def _normalise_english(word: str) -> str:
-    # A light plural/possessive fold: "patents"/"patent's" and "patent" should overlap.
+LEMMA_LANGUAGE = "en"
+"""simplemma's language for words in Latin letters (the word pattern reads English)."""
+
+
+@lru_cache(maxsize=65536)
+def lemma(word: str) -> str:
+    """A word's dictionary form by simplemma's lemma tables: "died" and "die", "patents" and
+    "patent's" and "patent", "studies" and "study" are one term."""
     if word.endswith("'s"):
         word = word[:-2]
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    if not word.isalpha():
+        return word  # numbers and codes ("1943", "covid19") are their own form
+    return simplemma.lemmatize(word, lang=LEMMA_LANGUAGE).lower()
 
 
 _TO_SIMPLIFIED = opencc.OpenCC("t2s")
@@ -235,7 +240,7 @@ def _placed(words: Iterable[tuple[str, str]]) -> list[tuple[str, str, int, int]]
 
 
 def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -> list[str]:
-    """Content terms of a text: folded English words and jieba-segmented Chinese words.
+    """Content terms of a text: English words as lemmas and jieba-segmented Chinese words.
 
     ``for_search`` adds jieba's overlapping sub-words (特斯拉 → 特斯, 斯拉, 特斯拉), which helps
     matching; keyword lists want the precise segmentation instead.
@@ -245,7 +250,7 @@ def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -
     found: list[str] = []
     for word in _WORD_RE.findall(_CJK_RUN_RE.sub(" ", lowered)):
         if keep_stopwords or word not in ENGLISH_STOPWORDS:
-            found.append(_normalise_english(word))
+            found.append(lemma(word))
     for run in _CJK_RUN_RE.findall(lowered):
         for word in cut(run):
             if keep_stopwords or word not in CHINESE_STOPWORDS:
