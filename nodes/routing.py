@@ -112,11 +112,21 @@ def route_by_complexity(
     return "answer_directly" if level == "no_retrieval" else level
 
 
-def route_after_round_retrieval(state: RAGState) -> Literal["grade_round", "finish", "give_up"]:
+def _sure_draft(state: RAGState, context: Context) -> bool:
+    """Whether the iterative draft may be the answer: there is one, at least as sure as the
+    run's ``min_confidence`` (a draft the rounds never made sure is no answer)."""
+    confidence = state.get("confidence")
+    sure = confidence is None or confidence >= context.min_confidence
+    return bool(state.get("generation")) and sure
+
+
+def route_after_round_retrieval(
+    state: RAGState, runtime: Runtime[Context]
+) -> Literal["grade_round", "finish", "give_up"]:
     """A round that finds nothing new ends the loop: with the draft so far, or not found."""
     if state.get("last_retrieved_ids"):
         return "grade_round"
-    return "finish" if state.get("generation") else "give_up"
+    return "finish" if _sure_draft(state, context_of(runtime)) else "give_up"
 
 
 def route_after_assessment(
@@ -132,4 +142,4 @@ def route_after_assessment(
     )
     if not complete and len(rounds) < context.max_rounds:
         return "next_query"
-    return "finish" if state.get("generation") else "give_up"
+    return "finish" if _sure_draft(state, context) else "give_up"
