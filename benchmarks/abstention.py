@@ -1,11 +1,12 @@
 """How ``min_confidence`` trades answers for honesty, read off one evaluation run.
 
-Run ``reflexrag eval ... --min-confidence 0`` (every answer the judges accept stands, and every
-self-correcting loop that ends without one answers from the best evidence, with its
-confidence), and this prints what each threshold would give: an answer below the threshold
-becomes "not found". An estimate: in a run at that threshold, an accepted answer under it
-first sends the loop looking further, which may find a surer one, so a real run abstains at
-most this often. Choose the threshold on one split, confirm it on another.
+Run ``reflexrag eval ... --min-confidence 0`` (every answer the judges accept stands, and with
+``--best-effort`` every self-correcting loop that ends without one answers from the best
+evidence the judges accept, with its confidence), and this prints what each threshold would
+give: an answer below the threshold becomes "not found". An estimate: in a run at that
+threshold, an accepted answer under it first sends the loop looking further, which may find a
+surer one, so a real run abstains at most this often. Choose the threshold on one split,
+confirm it on another.
 
 Run: ``python -m reflexrag.benchmarks.abstention eval-out/report.json [more reports…]``.
 """
@@ -40,7 +41,13 @@ def at_threshold(records: list[dict[str, Any]], threshold: float) -> dict[str, f
     def contains(record: dict[str, Any]) -> float:
         return 0.0 if abstains(record) else record["metrics"].get("answer_contains", 0.0)
 
+    def truthful(record: dict[str, Any]) -> float:
+        if record["answer_kind"] != "error" and abstains(record):
+            return 0.0 if record["category"] == "in_corpus" else 1.0
+        return record["metrics"].get("truthfulness", 0.0)
+
     return {
+        "truthfulness": sum(map(truthful, records)) / max(1, len(records)),
         "contains_gold": sum(map(contains, answerable)) / max(1, len(answerable)),
         "wrong_abstention": sum(map(abstains, answerable)) / max(1, len(answerable)),
         "honest_on_unanswerable": sum(
@@ -58,7 +65,7 @@ def main() -> None:
     for path in args.reports:
         records = json.loads(path.read_text())["records"]
         print(f"\n{path}")
-        print("strategy   threshold  contains  wrong-abst  honest")
+        print("strategy   threshold  truthful  contains  wrong-abst  honest")
         for strategy in args.strategies.split(","):
             mine = [r for r in records if r["strategy"] == strategy]
             if not mine:
@@ -66,7 +73,8 @@ def main() -> None:
             for threshold in THRESHOLDS:
                 row = at_threshold(mine, threshold)
                 print(
-                    f"{strategy:10s} {threshold:9.2f}  {row['contains_gold']:.3f}     "
+                    f"{strategy:10s} {threshold:9.2f}  {row['truthfulness']:+.3f}    "
+                    f"{row['contains_gold']:.3f}     "
                     f"{row['wrong_abstention']:.3f}       {row['honest_on_unanswerable']:.3f}"
                 )
 

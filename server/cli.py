@@ -345,6 +345,7 @@ def _eval(args: argparse.Namespace) -> int:
             ("top_k", args.top_k),
             ("retrieval_mode", args.retrieval_mode),
             ("min_confidence", args.min_confidence),
+            ("best_effort", args.best_effort),
         )
         if v is not None
     }
@@ -529,6 +530,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--retrieval-mode", choices=["vector", "bm25", "hybrid"], help="default: hybrid"
     )
     evaluate.add_argument("--min-confidence", type=float, help="abstention level (0-1)")
+    evaluate.add_argument(
+        "--best-effort",
+        action="store_true",
+        default=None,
+        help="loops that give up answer from the best evidence the judges accept",
+    )
     evaluate.add_argument("--judge-backend", choices=["local", "llm"], help="default: settings")
     evaluate.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
     evaluate.set_defaults(handler=_eval)
