@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     test_delay_s: float = Field(
         default=0.0, description="Test only: sleep this long before each judge/KB call."
     )
+    answer_model: Path | None = Field(
+        default=None,
+        description="The local reader's fitted answer models (JSON) instead of the shipped "
+        "ones: how leave-one-set-out evaluation runs a model fitted without the set it reads.",
+    )
 
     @field_validator("database_url")
     @classmethod

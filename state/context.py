@@ -17,10 +17,11 @@ from reflexrag.providers.settings import KB_NAME_RE, get_settings
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted (characters); the CLI, the HTTP API and the graphs enforce it."""
-DEFAULT_MIN_CONFIDENCE = 0.4
-"""Abstention level of the self-correcting strategies (see ``min_confidence``): the highest
-of 0.35, 0.4 and 0.45 that kept self_rag within one question of naive on the rag-eval fixture
-(0.45 cost 3 questions)."""
+DEFAULT_MIN_CONFIDENCE = 0.5
+"""Abstention level of the self-correcting strategies (see ``min_confidence``). A confidence
+is a probability of being right (the local reader's is fitted leave-one-set-out, see
+``nodes.judges.answer_model``); a right answer scores +1 and a wrong one -1 against 0 for
+saying not found, so answering pays exactly when it is more likely right than wrong."""
 MAX_RECURSION_LIMIT = 1000
 """Largest ``recursion_limit`` a caller may set; the bounded loops need far fewer steps."""
 

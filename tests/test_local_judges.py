@@ -100,3 +100,42 @@ async def test_a_definition_question_is_answered_by_the_lead_of_the_document_it_
     )
     answer = await ExtractiveGenerator(get_embeddings()).generate("What is CRAG?", [crag, PARIS])
     assert answer.text.startswith("Corrective Retrieval Augmented Generation adds")
+
+
+PRONOUN_NOTE = (
+    "Nikola Tesla was a Serbian-American inventor. He died on 7 January 1943 in New York. "
+    "He is best known for his contributions to the alternating current electricity supply system."
+)
+
+
+async def test_a_sentence_naming_its_subject_by_a_pronoun_is_read_with_the_one_before():
+    note = Document(PRONOUN_NOTE, id="note#0", metadata={"title": "note"})
+    answer = await ExtractiveGenerator(get_embeddings()).generate("When did Tesla die?", [note])
+    assert answer.text == "7 January 1943"
+    assert answer.quote.startswith("He died on 7 January 1943")
+
+
+async def test_headings_and_questions_are_never_the_answer():
+    page = Document(
+        "When did Tesla die?\nTesla's death\nHe died on 7 January 1943 in New York.",
+        id="faq#0",
+        metadata={"title": "Nikola Tesla"},
+    )
+    answer = await ExtractiveGenerator(get_embeddings()).generate("When did Tesla die?", [page])
+    assert "1943" in answer.text
+    assert "?" not in answer.quote and "Tesla's death" not in answer.quote
+
+
+async def test_every_strategy_answers_tesla_over_the_pronoun_note(isolated_data_dir):
+    from reflexrag.graphs import STRATEGIES
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+    from reflexrag.server.runner import run_question
+    from reflexrag.state import Context
+
+    get_knowledge_base("pronoun-note").add(
+        [SourceDocument("note", PRONOUN_NOTE, {"title": "note"})]
+    )
+    for strategy in STRATEGIES:
+        context = Context(kb="pronoun-note", judge_backend="local", generator_backend="local")
+        result = await run_question(strategy, "When did Tesla die?", context)
+        assert result.answer == "7 January 1943", (strategy, result.answer, result.stop_reason)

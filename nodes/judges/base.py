@@ -88,6 +88,8 @@ class Answer:
     """The sentence(s) that support a short answer, as they stand in the source."""
     confidence: float | None = None
     """0-1, how likely the answer is right; None when the backend cannot say."""
+    features: dict[str, float] = field(default_factory=dict)
+    """What the confidence was read from (local reader): see :mod:`nodes.judges.answer_model`."""
 
 
 class Judge(Protocol):

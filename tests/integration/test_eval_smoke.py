@@ -45,10 +45,14 @@ async def test_eval_smoke_run_writes_a_report(fixtures_dir, tmp_path):
         }
     naive = report["strategies"]["naive"]["overall"]
     self_rag = report["strategies"]["self_rag"]["overall"]
+    reference = report["always_abstain"]["truthfulness"]
     print(
-        f"smoke: naive contains {naive['answer_contains']:.3f}, self_rag contains "
-        f"{self_rag['answer_contains']:.3f}, self_rag honest {self_rag['abstain_or_recover']:.3f}"
+        f"smoke: truthfulness naive {naive['truthfulness']:.3f}, self_rag "
+        f"{self_rag['truthfulness']:.3f}, always-abstain {reference:.3f}; naive contains "
+        f"{naive['answer_contains']:.3f}, self_rag honest {self_rag['abstain_or_recover']:.3f}"
     )
-    assert naive["answer_contains"] >= 0.65
-    assert self_rag["answer_contains"] >= 0.62
+    assert naive["answer_contains"] >= 0.65 and naive["answer_rate"] == 1.0
+    assert naive["identical_to_naive"] == 1.0 > self_rag["identical_to_naive"]
+    assert self_rag["truthfulness"] > max(naive["truthfulness"], reference)
     assert self_rag["abstain_or_recover"] > naive["abstain_or_recover"]
+    assert "| always-abstain (reference) |" in table

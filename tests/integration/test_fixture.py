@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reflexrag.benchmarks import metrics
+from reflexrag.benchmarks.evaluate import truthfulness
 from reflexrag.benchmarks.fixture import load_qa
 from reflexrag.providers.knowledge_base import get_knowledge_base
 from reflexrag.providers.loaders import load_jsonl
@@ -49,33 +50,31 @@ def test_dense_retrieval_hit_at_5(corpus_kb, questions):
     assert hits["en"] >= 0.95 and hits["zh"] >= 0.95
 
 
-async def test_self_rag_answers_in_corpus_and_abstains_out_of_corpus(corpus_kb, questions):
+async def test_self_rag_is_more_truthful_than_naive_and_than_always_abstaining(
+    corpus_kb, questions
+):
     context = Context(kb=KB)
-    contains, wrong_abstentions, seconds = [], [], []
-    for item in (q for q in questions if q.answerable):
-        result = await run_question("self_rag", item.question, context)
-        # What the reader sees: the short answer and the sentence it comes from.
-        shown = f"{result.answer} {result.quote}" if result.answer_kind != "not_found" else ""
-        contains.append(metrics.contains_answer(shown, item.answers, item.lang))
-        wrong_abstentions.append(result.answer_kind == "not_found")
-        seconds.append(result.elapsed_s)
-    honest = []
-    for item in (q for q in questions if q.category == "out_of_corpus"):
-        result = await run_question("self_rag", item.question, context)
-        assert result.stop_reason is not None
-        honest.append(result.answer_kind == "not_found")
-    rate, abstain, honest_rate = (
-        statistics.fmean(contains),
-        statistics.fmean(wrong_abstentions),
-        statistics.fmean(honest),
-    )
+    scores: dict[str, list[float]] = {"naive": [], "self_rag": []}
+    wrong_abstentions, honest = [], []
+    for item in questions:
+        for strategy, mine in scores.items():
+            result = await run_question(strategy, item.question, context)
+            assert result.stop_reason is not None
+            mine.append(truthfulness(item, result))
+            if strategy == "self_rag" and item.answerable:
+                wrong_abstentions.append(result.answer_kind == "not_found")
+            elif strategy == "self_rag" and item.category == "out_of_corpus":
+                honest.append(result.answer_kind == "not_found")
+    naive, self_rag = (statistics.fmean(scores[s]) for s in ("naive", "self_rag"))
+    abstaining = statistics.fmean(0.0 if item.answerable else 1.0 for item in questions)
     print(
-        f"self_rag in-corpus contains-gold {rate:.3f} (n={len(contains)}), wrong abstention "
-        f"{abstain:.3f}, out-of-corpus not-found {honest_rate:.3f} (n={len(honest)}), "
-        f"median {statistics.median(seconds):.3f}s/question"
+        f"truthfulness: self_rag {self_rag:.3f}, naive {naive:.3f}, always-abstain "
+        f"{abstaining:.3f}; self_rag wrong abstention {statistics.fmean(wrong_abstentions):.3f}, "
+        f"out-of-corpus not-found {statistics.fmean(honest):.3f} (n={len(honest)})"
     )
-    # Answers from the best evidence past the judges keep Self-RAG at naive's level (0.752
-    # measured) with 1.0 % wrong abstentions, honest on 86 % of out-of-corpus questions.
-    assert rate >= 0.70
-    assert abstain <= 0.03
-    assert honest_rate >= 0.70
+    # Measured with the model fitted without this set (README): self_rag 0.530, naive 0.192,
+    # always-abstain 0.226; 19 % wrong abstentions, every out-of-corpus question not found.
+    assert self_rag >= naive + 0.25
+    assert self_rag >= abstaining + 0.2
+    assert statistics.fmean(honest) >= 0.9
+    assert statistics.fmean(wrong_abstentions) <= 0.25

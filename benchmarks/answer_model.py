@@ -1,0 +1,259 @@
+"""Fit the local reader's answer models, leave-one-set-out (see :mod:`nodes.judges.answer_model`).
+
+``dump`` reads every question of each set with what naive RAG reads (its corpus in a
+throw-away knowledge base, the top 4 hybrid chunks) and writes, per question, the reader's
+features with two labels: does the quoted sentence give the answer, and does the short span.
+``fit`` then fits the two logistic models on all sets but one and reports, on the one left
+out, how well they rank and how well they are calibrated, and what answering only over 0.5
+would score in truthfulness against always answering and always abstaining; each set is left
+out in turn. Every set weighs the same in a fit, whatever its size. Last it fits on every set
+and writes the shipped model file (``--write``) and one model per fold (``--folds DIR``),
+which ``REFLEXRAG_ANSWER_MODEL=DIR/fold-SET.json reflexrag eval …`` runs on the set it was
+fitted without.
+
+    python -m reflexrag.benchmarks.answer_model dump --set NAME QA CORPUS --set … --out rows.jsonl
+    python -m reflexrag.benchmarks.answer_model fit rows.jsonl --folds folds --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reflexrag.benchmarks.evaluate import holds_gold
+from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.nodes.judges import answer_model, local
+from reflexrag.nodes.judges.answer_model import (
+    ANSWER_FEATURES,
+    MODEL_FILE,
+    SPAN_BAR,
+    SPAN_FEATURES,
+    AnswerModels,
+    Logistic,
+)
+from reflexrag.providers.embeddings import get_embeddings
+from reflexrag.providers.knowledge_base import open_knowledge_base
+from reflexrag.providers.loaders import load_jsonl
+
+TOP_K = 4
+L2 = 1.0
+"""Inverse regularisation strength (scikit-learn's ``C``) of both models."""
+
+
+async def dump_set(name: str, qa: Path, corpus: Path, directory: Path) -> list[dict[str, Any]]:
+    """One row per question of the set: features, labels, and what was answered."""
+    kb = open_knowledge_base(f"fit-{name}", directory)
+    kb.add(load_jsonl(corpus))
+    generator = local.ExtractiveGenerator(get_embeddings())
+    rows = []
+    for item in load_qa(qa):
+        documents = await asyncio.to_thread(kb.search, item.question, TOP_K, "hybrid")
+        answer = await generator.generate(item.question, documents, 1, documents)
+        shown = f"{answer.text} {answer.quote}".strip()
+        answers = item.answerable and holds_gold(item, shown)
+        rows.append(
+            {
+                "set": name,
+                "qid": item.qid,
+                "answerable": item.answerable,
+                "answer": answer.text,
+                "quote": answer.quote,
+                "features": answer.features,
+                "answers": bool(answers),
+                "span": bool(answers and holds_gold(item, answer.text)),
+            }
+        )
+    return rows
+
+
+async def dump(sets: list[tuple[str, Path, Path]], out: Path) -> None:
+    # The raw span and the reader's own match are what the models are fitted on: read
+    # without any fitted model.
+    local.answer_models = lambda: None
+    with tempfile.TemporaryDirectory(prefix="reflexrag-fit-") as tmp, out.open("w") as sink:
+        for name, qa, corpus in sets:
+            rows = await dump_set(name, qa, corpus, Path(tmp))
+            for row in rows:
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+            print(f"{name}: {len(rows)} questions", file=sys.stderr)
+
+
+def _matrix(rows: list[dict[str, Any]], names: tuple[str, ...]) -> np.ndarray:
+    return np.array([[row["features"].get(n, 0.0) for n in names] for row in rows], dtype=float)
+
+
+def fit_logistic(rows: list[dict[str, Any]], names: tuple[str, ...], label: str) -> Logistic:
+    """L2-regularised logistic regression on standardised features, each set weighing the
+    same."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = _matrix(rows, names)
+    y = np.array([row[label] for row in rows], dtype=int)
+    sizes = defaultdict(int)
+    for row in rows:
+        sizes[row["set"]] += 1
+    share = np.array([len(rows) / (len(sizes) * sizes[row["set"]]) for row in rows])
+    means, scales = x.mean(axis=0), x.std(axis=0)
+    scales[scales == 0] = 1.0
+    model = LogisticRegression(C=L2, max_iter=1000)
+    model.fit((x - means) / scales, y, sample_weight=share)
+    return Logistic(
+        names, tuple(model.coef_[0]), float(model.intercept_[0]), tuple(means), tuple(scales)
+    )
+
+
+def span_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Questions whose sentence gives the answer and that got a short span: what the span
+    model learns from."""
+    return [row for row in rows if row["answers"] and "span_score" in row["features"]]
+
+
+def fit_models(rows: list[dict[str, Any]]) -> AnswerModels:
+    return AnswerModels(
+        fit_logistic(rows, ANSWER_FEATURES, "answers"),
+        fit_logistic(span_rows(rows), SPAN_FEATURES, "span"),
+    )
+
+
+def auroc(scores: list[float], labels: list[bool]) -> float | None:
+    positives = [s for s, y in zip(scores, labels, strict=True) if y]
+    negatives = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not positives or not negatives:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
+
+
+def truthfulness(row: dict[str, Any], models: AnswerModels | None) -> float:
+    """What the reader scores on ``row``: always answering with its span (``models`` None),
+    or answering over 0.5 only, with the span only when the span model is sure of it."""
+    features = row["features"]
+    has_span = "span_score" in features
+    if models is None:
+        answered, span_given = True, has_span
+    else:
+        answered = models.answers.probability(features) >= 0.5
+        span_given = has_span and models.span.probability(features) >= SPAN_BAR
+    if not answered:
+        return 1.0 if not row["answerable"] else 0.0
+    if not row["answers"]:
+        return -1.0
+    return 1.0 if row["span"] or not span_given else 0.5
+
+
+def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> dict[str, Any]:
+    p = [models.answers.probability(row["features"]) for row in held]
+    labels = [row["answers"] for row in held]
+    spans = span_rows(held)
+    answered = [row for row, q in zip(held, p, strict=True) if q >= 0.5]
+    span_given = [
+        row
+        for row in answered
+        if "span_score" in row["features"] and models.span.probability(row["features"]) >= SPAN_BAR
+    ]
+    return {
+        "set": name,
+        "questions": len(held),
+        "answers_auroc": auroc(p, labels),
+        "match_auroc": auroc([row["features"]["match"] for row in held], labels),
+        "mean_p": statistics.fmean(p),
+        "share_right": statistics.fmean(labels),
+        "brier": statistics.fmean((q - y) ** 2 for q, y in zip(p, labels, strict=True)),
+        "span_auroc": auroc(
+            [models.span.probability(row["features"]) for row in spans],
+            [row["span"] for row in spans],
+        ),
+        "answer_rate": len(answered) / len(held),
+        "span_rate": len(span_given) / len(answered) if answered else 0.0,
+        "truthfulness_gated": statistics.fmean(truthfulness(row, models) for row in held),
+        "truthfulness_naive": statistics.fmean(truthfulness(row, None) for row in held),
+        "always_abstain": statistics.fmean(0.0 if row["answerable"] else 1.0 for row in held),
+    }
+
+
+def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+    sets = list(dict.fromkeys(row["set"] for row in rows))
+    reports = []
+    for name in sets:
+        train = [row for row in rows if row["set"] != name]
+        models = fit_models(train)
+        reports.append(report_fold(name, [row for row in rows if row["set"] == name], models))
+        if folds is not None:
+            folds.mkdir(parents=True, exist_ok=True)
+            (folds / f"fold-{name}.json").write_text(json.dumps(to_json(models), indent=1))
+    final = fit_models(rows)
+    if write:
+        target = Path(answer_model.__file__).with_name(MODEL_FILE)
+        target.write_text(json.dumps(to_json(final), indent=1) + "\n")
+    return reports
+
+
+def to_json(models: AnswerModels) -> dict[str, Any]:
+    return {"answers": models.answers.to_json(), "span": models.span.to_json()}
+
+
+def table(reports: list[dict[str, Any]]) -> str:
+    columns = (
+        ("questions", "n"),
+        ("share_right", "sentence right"),
+        ("mean_p", "mean P"),
+        ("answers_auroc", "AUROC"),
+        ("match_auroc", "AUROC of match alone"),
+        ("brier", "Brier"),
+        ("span_auroc", "span AUROC"),
+        ("answer_rate", "answer rate"),
+        ("span_rate", "span given"),
+        ("truthfulness_naive", "truthfulness, always answer"),
+        ("truthfulness_gated", "truthfulness, P ≥ 0.5"),
+        ("always_abstain", "always abstain"),
+    )
+    lines = [
+        "| held-out set | " + " | ".join(label for _, label in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for report in reports:
+        cells = [
+            "–"
+            if report[key] is None
+            else str(report[key])
+            if isinstance(report[key], int)
+            else f"{report[key]:.3f}"
+            for key, _ in columns
+        ]
+        lines.append(f"| {report['set']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    dumping = commands.add_parser("dump", help="features and labels of every question")
+    dumping.add_argument(
+        "--set", nargs=3, action="append", metavar=("NAME", "QA", "CORPUS"), required=True
+    )
+    dumping.add_argument("--out", type=Path, required=True)
+    fitting = commands.add_parser("fit", help="fit leave-one-set-out, report, write")
+    fitting.add_argument("rows", type=Path)
+    fitting.add_argument("--folds", type=Path, help="write each fold's model here")
+    fitting.add_argument("--write", action="store_true", help="write the shipped model file")
+    args = parser.parse_args(argv)
+    if args.command == "dump":
+        sets = [(name, Path(qa), Path(corpus)) for name, qa, corpus in args.set]
+        asyncio.run(dump(sets, args.out))
+    else:
+        print(table(fit(args.rows, args.folds, args.write)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""How likely an extractive answer is right, from features a person can read, with weights
+learned on held-out-style data instead of set by hand.
+
+The local reader picks the sentence that best matches a question; whether that sentence
+*answers* it, or is merely on topic, is told by signals combined: how well it matches the
+question in meaning and in words; whether its short span is the thing asked for. Two
+logistic models weigh them (``answer_model.json``, fitted leave-one-set-out over the shared
+sets by ``python -m reflexrag.benchmarks.answer_model``):
+
+- ``answers``: P(the quoted sentence gives the answer). It is the answer's ``confidence``;
+  since a right answer scores +1 and a wrong one -1, answering is worth more than abstaining
+  exactly when it is over 0.5, which is why ``min_confidence`` defaults there.
+- ``span``: P(the short span gives the answer, when the sentence does). Under its bar the
+  answer is the sentence itself: a short answer is given only when the reader is sure of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from reflexrag.providers.settings import get_settings
+
+ANSWER_FEATURES = ("match", "cosine")
+"""What the ``answers`` model reads; see :func:`local.answer_features`. Others were measured
+and left out: the question's words weighted by their rarity among the retrieved chunks, its
+names and numbers found, the margin over the best sentence of another document, the kind of
+answer asked for, the language, and agreement with the question's negation (already in
+``match``) each lowered the held-out ranking of some set or changed nothing (README)."""
+
+SPAN_FEATURES = (
+    "span_kind_found",
+    "span_is_name",
+    "span_words",
+    "span_score",
+    "span_from_question",
+    "chinese",
+    "kind_date",
+    "kind_number",
+    "kind_entity",
+    "kind_thing",
+)
+"""What the ``span`` model reads; see :func:`local.span_features`."""
+
+SPAN_BAR = 0.5
+"""The short span is the answer when the span model gives it at least this probability."""
+
+
+@dataclass(frozen=True)
+class Logistic:
+    """P(y) = 1 / (1 + exp(-(bias + Σ weight × (feature - mean) / scale)))."""
+
+    features: tuple[str, ...]
+    weights: tuple[float, ...]
+    bias: float
+    means: tuple[float, ...]
+    scales: tuple[float, ...]
+
+    def probability(self, values: dict[str, float]) -> float:
+        z = self.bias + sum(
+            w * (values.get(name, 0.0) - m) / s
+            for name, w, m, s in zip(
+                self.features, self.weights, self.means, self.scales, strict=True
+            )
+        )
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Logistic:
+        return cls(
+            features=tuple(data["features"]),
+            weights=tuple(float(w) for w in data["weights"]),
+            bias=float(data["bias"]),
+            means=tuple(float(m) for m in data["means"]),
+            scales=tuple(float(s) or 1.0 for s in data["scales"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "features": list(self.features),
+            "weights": [round(w, 6) for w in self.weights],
+            "bias": round(self.bias, 6),
+            "means": [round(m, 6) for m in self.means],
+            "scales": [round(s, 6) for s in self.scales],
+        }
+
+
+@dataclass(frozen=True)
+class AnswerModels:
+    answers: Logistic
+    span: Logistic
+
+
+MODEL_FILE = "answer_model.json"
+
+
+@cache
+def _read_models(path: str | None) -> AnswerModels | None:
+    if path is not None:
+        return load_models(json.loads(Path(path).read_text(encoding="utf-8")))
+    try:
+        text = resources.files("reflexrag.nodes.judges").joinpath(MODEL_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    return load_models(json.loads(text))
+
+
+def answer_models() -> AnswerModels | None:
+    """The fitted models: the settings' ``answer_model`` file, else those shipped beside this
+    module; None when neither exists (the reader then uses its match scores alone)."""
+    path = get_settings().answer_model
+    return _read_models(str(path) if path else None)
+
+
+def load_models(data: dict[str, Any]) -> AnswerModels:
+    return AnswerModels(Logistic.from_json(data["answers"]), Logistic.from_json(data["span"]))
