@@ -132,13 +132,15 @@ def route_after_round_retrieval(
 def route_after_assessment(
     state: RAGState, runtime: Runtime[Context]
 ) -> Literal["next_query", "finish", "give_up"]:
-    """Stop when complete enough (or, in ``fixed`` mode, never early) or out of rounds."""
+    """Stop when complete enough with a draft sure enough to answer (or, in ``fixed`` mode,
+    never early) or out of rounds."""
     context = context_of(runtime)
     rounds = state.get("rounds") or []
     complete = (
         context.iterative_stop == "completeness"
         and bool(rounds)
         and rounds[-1]["completeness"] >= context.completeness_threshold
+        and _sure_draft(state, context)
     )
     if not complete and len(rounds) < context.max_rounds:
         return "next_query"
