@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     test_delay_s: float = Field(
         default=0.0, description="Test only: sleep this long before each judge/KB call."
     )
+    llm_judging: Literal["per_call", "batched", "cascade"] = Field(
+        default="cascade",
+        description="How LLM judges spend calls (a run's context may choose another): "
+        "per_call, batched or cascade.",
+    )
     answer_model: Path | None = Field(
         default=None,
         description="The local reader's fitted answer models (JSON) instead of the shipped "

@@ -23,6 +23,12 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 
+LLM_JUDGING_HELP = (
+    "how LLM judges spend calls: per_call (the tutorial's), batched, or cascade (local judge "
+    "first); default: REFLEXRAG_LLM_JUDGING, else cascade"
+)
+
+
 class CLIError(Exception):
     """A user mistake, reported as one line."""
 
@@ -48,6 +54,7 @@ def _context(args: argparse.Namespace) -> Any:
         "completeness_threshold",
         "min_confidence",
         "best_effort",
+        "llm_judging",
     ):
         value = getattr(args, name, None)
         if value is not None:
@@ -85,7 +92,10 @@ def _print_result(result: Any) -> None:
         if result.sources:
             print("Closest evidence:")
     else:
-        label = " (extractive: from the sources)" if result.answer_kind == "extractive" else ""
+        label = {
+            "extractive": " (extractive: from the sources)",
+            "best_effort": " (best effort: from the closest evidence, after the loop gave up)",
+        }.get(result.answer_kind, "")
         print(f"Answer{label}:\n{result.answer}")
         if result.quote:
             print(f"Quote: “{result.quote}”")
@@ -346,6 +356,7 @@ def _eval(args: argparse.Namespace) -> int:
             ("retrieval_mode", args.retrieval_mode),
             ("min_confidence", args.min_confidence),
             ("best_effort", args.best_effort),
+            ("llm_judging", args.llm_judging),
         )
         if v is not None
     }
@@ -463,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-regenerations", type=int, help="retries of an ungrounded answer (0-10, default 2)"
     )
     ask.add_argument("--judge-backend", choices=["local", "llm"], help="default: settings")
+    ask.add_argument(
+        "--llm-judging", choices=["per_call", "batched", "cascade"], help=LLM_JUDGING_HELP
+    )
     ask.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
     ask.add_argument(
         "--search-provider",
@@ -537,6 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="loops that give up answer from the best evidence the judges accept",
     )
     evaluate.add_argument("--judge-backend", choices=["local", "llm"], help="default: settings")
+    evaluate.add_argument(
+        "--llm-judging", choices=["per_call", "batched", "cascade"], help=LLM_JUDGING_HELP
+    )
     evaluate.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
     evaluate.set_defaults(handler=_eval)
     return parser

@@ -92,12 +92,13 @@ class Context:
     generator_backend: Literal["local", "llm", ""] = field(
         default="", metadata={"description": "Backend that writes answers (default: settings)."}
     )
-    llm_judging: Literal["per_call", "batched", "cascade"] = described(
-        "cascade",
-        "How LLM judges spend calls: per_call asks the model every question the tutorial "
-        "asks (one call per chunk); batched grades all chunks in one call, grounded and "
-        "useful in one call, and asks the router only when rules cannot tell; cascade is "
-        "batched, with the local judge deciding the chunks it scores far from its bar.",
+    llm_judging: Literal["per_call", "batched", "cascade", ""] = described(
+        "",
+        "How LLM judges spend calls (default: settings, cascade): per_call asks the model "
+        "every question the tutorial asks (one call per chunk); batched grades all chunks in "
+        "one call, grounded and useful in one call, and asks the router only when rules "
+        "cannot tell; cascade is batched, with the local judge deciding the chunks it scores "
+        "far from its bar.",
     )
     crag_upper: Annotated[float | None, between(0, 1)] = described(
         None, "CRAG: a score at or above this makes retrieval correct."
@@ -178,6 +179,7 @@ class Context:
         self.judge_backend = self.judge_backend or settings.judge_backend
         self.generator_backend = self.generator_backend or settings.generator_backend
         self.search_provider = self.search_provider or settings.search_provider
+        self.llm_judging = self.llm_judging or settings.llm_judging
         for name in ("kb", "web_kb"):
             if not KB_NAME_RE.match(getattr(self, name)):
                 raise ValueError(

@@ -1,5 +1,6 @@
 """Reducers of the shared state."""
 
+import pytest
 from langchain_core.documents import Document
 
 from reflexrag.state import RESET, Context, append_items, merge_documents, merge_grades, sum_counts
@@ -49,3 +50,24 @@ def test_context_rejects_unknown_fields_and_bad_limits():
     with pytest.raises(ValueError, match="top_k"):
         Context.from_overrides({"top_k": 0})
     assert Context.from_overrides({"top_k": 7}).top_k == 7
+
+
+def test_llm_judging_comes_from_the_run_the_settings_or_the_default(monkeypatch):
+    from reflexrag.providers.settings import get_settings
+    from reflexrag.server.cli import _context, build_parser
+
+    assert Context().llm_judging == "cascade"
+    monkeypatch.setenv("REFLEXRAG_LLM_JUDGING", "batched")
+    get_settings.cache_clear()
+    try:
+        assert Context().llm_judging == "batched"
+        assert Context(llm_judging="per_call").llm_judging == "per_call"
+        args = build_parser().parse_args(["ask", "q?", "--llm-judging", "per_call"])
+        assert _context(args).llm_judging == "per_call"
+        args = build_parser().parse_args(["eval", "--qa", "a", "--corpus", "b"])
+        assert args.llm_judging is None
+        with pytest.raises(ValueError, match="llm_judging"):
+            Context(llm_judging="sometimes")
+    finally:
+        monkeypatch.delenv("REFLEXRAG_LLM_JUDGING")
+        get_settings.cache_clear()
