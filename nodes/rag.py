@@ -411,6 +411,9 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
         summary = f"{grounding.level} grounded, {'useful' if useful else 'not useful'}"
         if usefulness and usefulness.reason:
             summary += f" ({usefulness.reason})"
+        confidence = state.get("confidence")
+        if confidence is not None and confidence < context.min_confidence:
+            summary += f"; {confidence:.2f} sure, under min_confidence {context.min_confidence}"
     return {
         "grounding": grounding.level,
         "useful": useful,
