@@ -11,7 +11,7 @@ from langgraph_sdk import get_client
 
 from tests.server.conftest import SELF_RAG_ANSWERED, running_server
 
-QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+QUESTION = {"question": "What is Corrective RAG?"}
 
 
 def nodes_of(chunks) -> list[str]:

@@ -19,7 +19,7 @@ from langgraph_sdk import get_client
 from tests.conftest import REPO, free_port
 from tests.server.conftest import start_server
 
-QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+QUESTION = {"question": "What is Corrective RAG?"}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -21,7 +21,7 @@ from langgraph_sdk import get_client
 from reflexrag.providers.knowledge_base import KnowledgeBaseError
 from tests.server.conftest import running_server
 
-QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+QUESTION = {"question": "What is Corrective RAG?"}
 ALICE, BOB = {"x-api-key": "key-a"}, {"x-api-key": "key-b"}
 
 

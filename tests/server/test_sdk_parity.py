@@ -9,7 +9,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import APIStatusError, UnprocessableEntityError
 
-QUESTION = {"question": "What does CRAG do when retrieval is incorrect?"}
+QUESTION = {"question": "What is Corrective RAG?"}
 
 
 async def test_counts_and_thread_updates(base_url):
