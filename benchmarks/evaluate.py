@@ -97,6 +97,8 @@ class Record:
     usage: dict[str, int]
     counters: dict[str, int]
     metrics: dict[str, float]
+    error: str | None = None
+    """Why the run failed (a model server down, say), or was not run."""
 
 
 def resolve_strategies(spec: str) -> list[str]:
@@ -195,7 +197,8 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
         else:
             values["answer_contains"] = metrics.contains_answer(shown, item.answers, item.lang)
         values["answer_right"] = float(holds_gold(item, answer))
-        values["wrong_abstention"] = float(abstained)
+        # A failed run is counted among the errors, not as an abstention.
+        values["wrong_abstention"] = float(abstained and result.answer_kind != "error")
         if item.answer_style == "long":
             values["rouge_l"] = metrics.rouge_l(answer, item.answers, item.lang)
     else:
@@ -243,6 +246,7 @@ def aggregate(records: Sequence[Record]) -> dict[str, Any]:
         answerable=sum(r.category == "in_corpus" for r in records),
         unanswerable=sum(r.category != "in_corpus" for r in records),
         errors=sum(r.answer_kind == "error" for r in records),
+        failed_runs=sum(failed_run(r) for r in records),
         recursion_errors=sum(r.stop_reason == "recursion_error" for r in records),
         seconds_mean=round(statistics.fmean(seconds), 3) if seconds else 0.0,
         seconds_p50=round(_percentile(seconds, 0.5), 3),
@@ -290,17 +294,28 @@ def _count(values: Any) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
+def failed_run(record: Record) -> bool:
+    """A run that failed for a reason outside the strategy (a model server down, a crash),
+    not one that ended in a recursion error the graph itself ran into."""
+    return record.stop_reason == "error"
+
+
+async def _run_one(
+    strategy: str, item: QAItem, context: Context, skip_because: str | None = None
+) -> Record:
     graph, recursion_limit = None, None
     if strategy in BASELINES:
         module = importlib.import_module(BASELINES[strategy])
         graph, recursion_limit = module.graph, module.RECURSION_LIMIT
-    try:
-        result = await run_question(
-            strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
-        )
-    except Exception as exc:  # one failed run must not end the eval
-        result = RunResult.failed(strategy, f"{type(exc).__name__}: {exc}")
+    if skip_because is not None:
+        result = RunResult.failed(strategy, skip_because)
+    else:
+        try:
+            result = await run_question(
+                strategy, item.question, context, graph=graph, recursion_limit=recursion_limit
+            )
+        except Exception as exc:  # one failed run must not end the eval
+            result = RunResult.failed(strategy, f"{type(exc).__name__}: {exc}")
     return Record(
         qid=item.qid,
         strategy=strategy,
@@ -321,6 +336,7 @@ async def _run_one(strategy: str, item: QAItem, context: Context) -> Record:
         usage=result.usage,
         counters=result.counters,
         metrics=score(item, result),
+        error=result.error,
     )
 
 
@@ -335,8 +351,11 @@ async def run_eval(
     concurrency: int = 2,
     context_overrides: dict[str, Any] | None = None,
     progress: bool = True,
+    max_consecutive_errors: int = 5,
 ) -> dict[str, Any]:
-    """Run the evaluation and write ``report.json``, ``report.md`` and plots to ``out_dir``."""
+    """Run the evaluation and write ``report.json``, ``report.md`` and plots to ``out_dir``.
+    After ``max_consecutive_errors`` failed runs in a row (0: never) the remaining runs are
+    recorded as failed without being run."""
     items = stratified_sample(load_qa(qa_path), limit, seed)
     corpus = load_jsonl(corpus_path)
     web = load_jsonl(web_path) if web_path else []
@@ -366,9 +385,20 @@ async def run_eval(
             disable=not progress,
         )
 
+        failures = {"in_a_row": 0}
+
         async def guarded(strategy: str, item: QAItem) -> Record:
             async with semaphore:
-                record = await _run_one(strategy, item, context)
+                # After this many failures in a row the backend is down: the rest are not
+                # asked of it (each would wait for its timeout), and are recorded as failed.
+                stop = (
+                    f"not run: {failures['in_a_row']} runs in a row failed before it"
+                    if max_consecutive_errors and failures["in_a_row"] >= max_consecutive_errors
+                    else None
+                )
+                record = await _run_one(strategy, item, context, stop)
+            if stop is None:
+                failures["in_a_row"] = failures["in_a_row"] + 1 if failed_run(record) else 0
             bar.update()
             return record
 
@@ -419,9 +449,14 @@ def build_report(
             theirs = [r for r in records if r.strategy == baseline]
             per_strategy[strategy]["vs_naive"] = paired_comparison(mine, theirs)
             per_strategy[strategy]["overall"]["identical_to_naive"] = identical_share(mine, theirs)
+    failed = [r for r in records if failed_run(r)]
     return {
         "strategies": per_strategy,
         "always_abstain": aggregate_reference(records),
+        "failed_runs": {
+            "count": len(failed),
+            "first_errors": list(dict.fromkeys(r.error or "unknown" for r in failed))[:5],
+        },
         "context": asdict(context),
         "wall_seconds": round(wall_s, 1),
         "records": [asdict(r) for r in records],
@@ -574,9 +609,20 @@ def write_report(report: dict[str, Any], out_dir: Path) -> None:
     (out_dir / "report.json").write_text(json.dumps(report, ensure_ascii=False, indent=1))
     cost_plot = plot_tradeoff(report, out_dir / "accuracy_vs_cost.png")
     coverage_plot = plot_risk_coverage(report, out_dir / "risk_coverage.png")
+    failed = report.get("failed_runs") or {}
+    warning = (
+        [
+            f"**{failed['count']} runs failed** (scored as abstentions that are never honest; "
+            f'"errors" below): ' + "; ".join(failed["first_errors"]),
+            "",
+        ]
+        if failed.get("count")
+        else []
+    )
     lines = [
         "# reflexrag evaluation",
         "",
+        *warning,
         headline_table(report),
         "",
         f"{report['fixture']['questions'] if 'fixture' in report else ''} questions per "

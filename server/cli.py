@@ -372,12 +372,22 @@ def _eval(args: argparse.Namespace) -> int:
                 seed=args.sample_seed,
                 concurrency=args.concurrency,
                 context_overrides=overrides,
+                max_consecutive_errors=args.max_consecutive_errors,
             )
         )
     except FixtureError as exc:
         raise CLIError(str(exc)) from None
     print(headline_table(report))
     print(f"wall time {report['wall_seconds']} s; report in {args.out}/report.md")
+    failed = report["failed_runs"]
+    if failed["count"]:
+        total = len(report["records"])
+        print(
+            f"reflexrag: {failed['count']} of {total} runs failed: {failed['first_errors'][0]}",
+            file=sys.stderr,
+        )
+        if not args.allow_errors:
+            return 1
     return 0
 
 
@@ -555,6 +565,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm-judging", choices=["per_call", "batched", "cascade"], help=LLM_JUDGING_HELP
     )
     evaluate.add_argument("--generator-backend", choices=["local", "llm"], help="default: settings")
+    evaluate.add_argument(
+        "--allow-errors", action="store_true", help="exit 0 even when runs failed"
+    )
+    evaluate.add_argument(
+        "--max-consecutive-errors",
+        type=int,
+        default=5,
+        help="after this many failed runs in a row, record the rest as failed without running "
+        "them (0: never; default 5)",
+    )
     evaluate.set_defaults(handler=_eval)
     return parser
 
