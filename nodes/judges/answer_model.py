@@ -11,7 +11,7 @@ sets by ``python -m reflexrag.benchmarks.answer_model``):
   since a right answer scores +1 and a wrong one -1, answering is worth more than abstaining
   exactly when it is over 0.5, which is why ``min_confidence`` defaults there.
 - ``span``: P(the short span gives the answer, when the sentence does). Under its bar the
-  answer is the sentence itself: a short answer is given only when the reader is sure of it.
+  answer is the sentences the reader quotes: a short answer is given only when it is sure.
 """
 
 from __future__ import annotations
