@@ -434,3 +434,20 @@ async def test_a_yes_no_claim_about_who_reported_when_reads_the_byline():
     generator = ExtractiveGenerator(FakeEmbeddings())
     assert (await generator.generate(question, [plain])).text == "No"
     assert (await generator.generate(question, [bylined])).text == "Yes"
+
+
+async def test_a_yes_no_claim_is_quoted_from_the_sentence_that_says_it():
+    # A sentence repeating the question's words is no answer to "what …?", but it is what
+    # confirms a yes/no claim.
+    documents = [
+        Document(id="p#0", page_content="Paris is the capital of France. It lies on the Seine.")
+    ]
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(
+        "Is Paris the capital of France?", documents
+    )
+    assert answer.text == "Yes"
+    assert answer.quote.startswith("Paris is the capital of France.")
+    what = await ExtractiveGenerator(FakeEmbeddings()).generate(
+        "What is the capital of France, Paris?", documents
+    )
+    assert "Paris is the capital of France." not in f"{what.text} {what.quote}"

@@ -375,7 +375,8 @@ class ExtractiveGenerator:
         # questions and sentences that only repeat the question's words are never answers.
         unique: dict[str, tuple[str, Document]] = {}
         before: dict[str, str] = {}
-        asked = term_set(question)
+        # A yes/no claim is confirmed by a sentence that says what the question says.
+        asked = frozenset() if question_focus(question).kind == "yesno" else term_set(question)
         for doc in documents:
             previous = ""
             for sentence in split_sentences(doc.page_content):
@@ -625,13 +626,14 @@ _HEADING_RE = re.compile(r"^[^\d.!?。！？;；:：]{1,80}$")
 
 def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
     """Whether ``sentence`` can answer: not a question, not a heading, and saying something
-    besides the question's own words (a heading that repeats the question is no answer)."""
+    besides the ``asked`` words (a heading that repeats the question is no answer)."""
     stripped = sentence.strip()
     if stripped.endswith(("?", "？")):
         return False
     if _HEADING_RE.match(stripped) and word_count(stripped) <= 10:
         return False
-    return not term_set(stripped) <= asked
+    said = term_set(stripped)
+    return bool(said) and not said <= asked
 
 
 def in_context(sentence: str, previous: str, title: str) -> str:
