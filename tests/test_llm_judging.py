@@ -194,6 +194,10 @@ async def test_rules_decide_retrieval_before_the_router_is_asked():
     assert fact.needed and not small_talk.needed and grader.calls == []
     task = await judge.needs_retrieval("Write a haiku about autumn", DOCS[:1])
     assert not task.needed and len(grader.calls) == 1
+    # A query typed as keywords, as search boxes get them, goes to the knowledge base too.
+    for keywords in ("statue coming out of the ground in washington dc", "特斯拉 去世 年份"):
+        assert (await judge.needs_retrieval(keywords, DOCS[:1])).needed
+    assert len(grader.calls) == 1
 
 
 async def test_grounded_and_useful_in_one_call_when_batched():

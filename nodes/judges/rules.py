@@ -87,10 +87,22 @@ def is_question(text: str) -> bool:
     return bool(_QUESTION_RE.search(text))
 
 
+# Requests to make new text, which no document holds: "write a haiku", "tell me a joke", 写一首诗.
+_WRITING_TASK_RE = re.compile(
+    r"^\s*(?:please\s+)?(?:write|compose|draft|translate|rewrite|paraphrase|invent|make up"
+    r"|tell me a (?:joke|story|poem))\b|^\s*请?(?:写|翻译|创作|编一)",
+    re.IGNORECASE,
+)
+
+
 def asks_about_facts(question: str) -> bool:
-    """A question, and none the no-retrieval rules excuse: the knowledge base, not a model's
-    guess at what it holds, decides whether it has the answer."""
-    return is_question(question) and no_retrieval_reason(question) is None
+    """A question, or a query typed as keywords ("statue coming out of the ground in
+    washington dc"), that no rule excuses (small talk, arithmetic, a coding or writing task):
+    the knowledge base, not a model's guess at what it holds, decides whether it has the
+    answer."""
+    if no_retrieval_reason(question) is not None:
+        return False
+    return is_question(question) or not _WRITING_TASK_RE.search(question)
 
 
 def entities(question: str) -> list[str]:
