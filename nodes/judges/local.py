@@ -129,7 +129,13 @@ class LocalScorer:
         self.by_clause = by_clause
 
     def scores(self, question: str, texts: Sequence[str]) -> np.ndarray:
-        """Blend of rescaled cosine and weighted term coverage, each text against the question.
+        """Blend of rescaled cosine and weighted term coverage, each text against the question
+        (see :meth:`scored`)."""
+        return self.scored(question, texts)[0]
+
+    def scored(self, question: str, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Blend of rescaled cosine and weighted term coverage, each text against the question,
+        and beside it each text's rescaled cosine to the whole question (its meaning alone).
 
         Across languages (a Chinese question, an English text) shared words mean nothing, so
         such a text is scored by meaning alone: the multilingual embedding bridges them.
@@ -140,20 +146,23 @@ class LocalScorer:
         (on whole-question scores alone, 1 % of MultiHop-RAG's answerable questions had a
         passage over the relevance bar; by clause, 51 %)."""
         if not texts:
-            return np.zeros(0)
+            return np.zeros(0), np.zeros(0)
         text_vectors = np.asarray(self.embeddings.embed_documents(list(texts)))
         text_terms = [term_set(text) for text in texts]
         crossed = np.array([not same_language(question, text) for text in texts])
         best = np.zeros(len(texts))
         parts = [question, *question_clauses(question)] if self.by_clause else [question]
-        for part in parts:
+        whole = np.zeros(len(texts))
+        for n, part in enumerate(parts):
             query_vector = np.asarray(self.embeddings.embed_query(part))
             cosine = rescale_cosine(text_vectors @ query_vector)
+            if n == 0:  # the whole question
+                whole = cosine
             part_terms = terms(part)
             lexical = np.array([coverage(part_terms, found) for found in text_terms])
             blended = self.cosine_weight * cosine + (1 - self.cosine_weight) * lexical
             best = np.maximum(best, np.where(crossed, cosine, blended))
-        return best
+        return best, whole
 
 
 class LocalJudge:
@@ -375,8 +384,9 @@ class ExtractiveGenerator:
         # questions and sentences that only repeat the question's words are never answers.
         unique: dict[str, tuple[str, Document]] = {}
         before: dict[str, str] = {}
+        focus = question_focus(question)
         # A yes/no claim is confirmed by a sentence that says what the question says.
-        asked = frozenset() if question_focus(question).kind == "yesno" else term_set(question)
+        asked = frozenset() if focus.kind == "yesno" else term_set(question)
         for doc in documents:
             previous = ""
             for sentence in split_sentences(doc.page_content):
@@ -399,8 +409,7 @@ class ExtractiveGenerator:
             else in_context(sentence, before[key], document_title(doc))
             for key, (sentence, doc), lead in zip(unique, candidates, opening, strict=True)
         ]
-        scores = self.scorer.scores(question, readings)
-        focus = question_focus(question)
+        scores, cosines = self.scorer.scored(question, readings)
         # Quotes come from ``documents``; facts about whole documents (every part of a
         # yes/no claim, a name several sources share, its full form) read the background too,
         # which usually repeats the documents: each chunk is read once.
@@ -471,8 +480,7 @@ class ExtractiveGenerator:
         stands_on = chosen[0] if len(chosen) == 1 else best
         # (Its meaning read under the document's title as well measured worse held out: the
         # best strategy's truthfulness, averaged over the five sets, 0.423 against 0.433.)
-        embeddings = self.scorer.embeddings
-        features = answer_features(question, readings[stands_on], confidence, embeddings)
+        features = answer_features(confidence, cosines[stands_on])
         from_span = from_span and text != candidates[stands_on][0]
         if from_span:
             features.update(span_features(question, text, span.score))
@@ -646,18 +654,13 @@ def in_context(sentence: str, previous: str, title: str) -> str:
     return f"{subject}\n{sentence}" if subject else sentence
 
 
-def answer_features(
-    question: str, reading: str, match: float, embeddings: Embeddings
-) -> dict[str, float]:
+def answer_features(match: float, cosine: float) -> dict[str, float]:
     """The signals the ``answers`` model weighs (see :mod:`nodes.judges.answer_model`): the
     sentence's ``match`` to the question (the reader's blend of meaning and shared words, by
     clause for a question of several, lower when it misses the question's negation) and its
-    meaning alone (the cosine of the sentence as read, in its context)."""
-    (vector,) = embeddings.embed_documents([reading])
-    return {
-        "match": float(match),
-        "cosine": float(rescale_cosine(np.dot(vector, embeddings.embed_query(question)))),
-    }
+    meaning alone (the rescaled ``cosine`` of the sentence as read, in its context, to the
+    whole question)."""
+    return {"match": float(match), "cosine": float(cosine)}
 
 
 def span_features(question: str, span: str, span_score: float) -> dict[str, float]:
