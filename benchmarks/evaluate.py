@@ -133,17 +133,22 @@ def stratified_sample(items: Sequence[QAItem], limit: int | None, seed: int) -> 
     return chosen
 
 
+def contains_gold(item: QAItem, text: str) -> float:
+    """1 when ``text`` holds every part of ``answer_parts``, or else a gold answer."""
+    if parts := item.extra.get("answer_parts"):
+        return metrics.contains_all_parts(text, parts, item.lang)
+    return metrics.contains_answer(text, item.answers, item.lang)
+
+
 def holds_gold(item: QAItem, text: str) -> bool:
-    """Whether ``text`` gives the question's answer: every part of ``answer_parts``, or a
-    gold answer inside it; for a long (sentence) answer, token F1 of at least
-    ``LONG_ANSWER_F1`` with a gold answer, since a passage is rarely quoted word for word."""
+    """Whether ``text`` gives the question's answer (:func:`contains_gold`); for a long
+    (sentence) answer without parts, token F1 of at least ``LONG_ANSWER_F1`` with a gold
+    answer, since a passage is rarely quoted word for word."""
     if not text:
         return False
-    if parts := item.extra.get("answer_parts"):
-        return bool(metrics.contains_all_parts(text, parts, item.lang))
-    if item.answer_style == "long":
+    if item.answer_style == "long" and not item.extra.get("answer_parts"):
         return metrics.token_f1(text, item.answers, item.lang) >= LONG_ANSWER_F1
-    return bool(metrics.contains_answer(text, item.answers, item.lang))
+    return bool(contains_gold(item, text))
 
 
 def truthfulness(item: QAItem, result: RunResult) -> float:
@@ -191,11 +196,7 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
     if item.answerable:
         values["exact_match"] = metrics.exact_match(answer, item.answers, item.lang)
         values["f1"] = metrics.token_f1(answer, item.answers, item.lang)
-        parts = item.extra.get("answer_parts")
-        if parts:
-            values["answer_contains"] = metrics.contains_all_parts(shown, parts, item.lang)
-        else:
-            values["answer_contains"] = metrics.contains_answer(shown, item.answers, item.lang)
+        values["answer_contains"] = contains_gold(item, shown)
         values["answer_right"] = float(holds_gold(item, answer))
         # A failed run is counted among the errors, not as an abstention.
         values["wrong_abstention"] = float(abstained and result.answer_kind != "error")
