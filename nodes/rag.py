@@ -186,8 +186,9 @@ _FRESH_QUESTION: dict[str, Any] = {
 }
 
 
-async def prepare(state: RAGState) -> dict[str, Any]:
-    """Start a question: reset per-question fields so one thread can hold many questions."""
+async def prepare(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Start a question: reset per-question fields so one thread can hold many questions,
+    and copy the run's loop limits onto the state, where the routers read them."""
     question = check_question(state["question"])
     previous = state.get("original_question")
     # Written only when there is something to add, so a subgraph's own prepare (which sees
@@ -206,6 +207,7 @@ async def prepare(state: RAGState) -> dict[str, Any]:
         "question": question,
         "original_question": question,
         "needs_retrieval": True,
+        "limits": context_of(runtime).limits,
     }
 
 

@@ -1,17 +1,21 @@
 """Routing functions: each returns the next node's name and enforces a loop limit.
 
-The limits are counters on the state compared with the run's :class:`state.Context`, so every
-path ends in ``finish`` or ``give_up`` long before any recursion limit.
+The limits are counters on the state compared with the run's limits, which ``prepare`` copies
+from its :class:`state.Context` onto the state, so every path ends in ``finish`` or
+``give_up`` long before any recursion limit. A router reads nothing but the state: it routes
+the same in a run and in ``update_state``, which gives conditional edges no run context.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.runtime import Runtime
+from reflexrag.state import Context, Limits, RAGState
 
-from reflexrag.nodes.rag import context_of
-from reflexrag.state import Context, RAGState
+
+def limits_of(state: RAGState) -> Limits:
+    """The run's limits; a state written before they were kept on it gets the defaults."""
+    return state.get("limits") or Context().limits
 
 
 def route_retrieval_decision(state: RAGState) -> Literal["retrieve", "generate"]:
@@ -24,9 +28,7 @@ def route_after_retrieve(state: RAGState) -> Literal["grade_documents", "give_up
     return "grade_documents" if state.get("last_retrieved_ids") else "give_up"
 
 
-def route_after_grading(
-    state: RAGState, runtime: Runtime[Context]
-) -> Literal["generate", "transform_query", "give_up"]:
+def route_after_grading(state: RAGState) -> Literal["generate", "transform_query", "give_up"]:
     """Generate from relevant chunks; with none, rewrite the query while rewrites are left."""
     grades = state.get("doc_grades") or {}
     if any(grades[i]["relevant"] for i in state.get("last_retrieved_ids") or [] if i in grades):
@@ -34,7 +36,7 @@ def route_after_grading(
     if any(grade["relevant"] for grade in grades.values()):
         # Earlier rounds already found evidence; answer from it rather than loop.
         return "generate"
-    if state.get("query_rewrites", 0) < context_of(runtime).max_query_rewrites:
+    if state.get("query_rewrites", 0) < limits_of(state)["max_query_rewrites"]:
         return "transform_query"
     return "give_up"
 
@@ -45,40 +47,40 @@ def route_after_generate(state: RAGState) -> Literal["grade_generation", "finish
 
 
 def _check_generation(
-    state: RAGState, context: Context
+    state: RAGState, limits: Limits
 ) -> Literal["finish", "generate", "give_up", "retry"]:
     """Ungrounded → regenerate while allowed; useful and at least ``min_confidence`` sure →
     finish; grounded but useless, or less sure than the run asks → retry."""
     if state.get("grounding") == "none":
-        if state.get("generation_attempts", 0) <= context.max_regenerations:
+        if state.get("generation_attempts", 0) <= limits["max_regenerations"]:
             return "generate"
         return "give_up"
     confidence = state.get("confidence")
-    sure = confidence is None or confidence >= context.min_confidence
+    sure = confidence is None or confidence >= limits["min_confidence"]
     return "finish" if state.get("useful") and sure else "retry"
 
 
 def route_after_generation_grade(
-    state: RAGState, runtime: Runtime[Context]
+    state: RAGState,
 ) -> Literal["finish", "generate", "transform_query", "give_up"]:
     """Self-RAG: a grounded but useless answer rewrites the query while rewrites are left."""
-    context = context_of(runtime)
-    route = _check_generation(state, context)
+    limits = limits_of(state)
+    route = _check_generation(state, limits)
     if route != "retry":
         return route
-    if state.get("query_rewrites", 0) < context.max_query_rewrites:
+    if state.get("query_rewrites", 0) < limits["max_query_rewrites"]:
         return "transform_query"
     return "give_up"
 
 
 def route_after_evaluation(
-    state: RAGState, runtime: Runtime[Context]
+    state: RAGState,
 ) -> Literal["refine_knowledge", "rewrite_for_search", "give_up"]:
     """Correct → refine; otherwise search the web while searches are left."""
     action = state.get("crag_action")
     if action == "correct":
         return "refine_knowledge"
-    if state.get("web_searches", 0) < context_of(runtime).max_web_searches:
+    if state.get("web_searches", 0) < limits_of(state)["max_web_searches"]:
         return "rewrite_for_search"
     return "refine_knowledge" if action == "ambiguous" else "give_up"
 
@@ -89,59 +91,55 @@ def route_after_refinement(state: RAGState) -> Literal["generate", "give_up"]:
 
 
 def route_after_corrective_check(
-    state: RAGState, runtime: Runtime[Context]
+    state: RAGState,
 ) -> Literal["finish", "generate", "rewrite_for_search", "give_up"]:
     """Self-CRAG: a grounded but useless answer earns another web search while allowed."""
-    context = context_of(runtime)
-    route = _check_generation(state, context)
+    limits = limits_of(state)
+    route = _check_generation(state, limits)
     if route != "retry":
         return route
-    if state.get("web_searches", 0) < context.max_web_searches:
+    if state.get("web_searches", 0) < limits["max_web_searches"]:
         return "rewrite_for_search"
     return "give_up"
 
 
 def route_by_complexity(
-    state: RAGState, runtime: Runtime[Context]
+    state: RAGState,
 ) -> Literal["clarify", "needs_clarification", "answer_directly", "single_step", "multi_step"]:
     """Ask back (once) about an unresolved reference, else follow the classifier's route."""
     complexity = state.get("complexity") or {}
     if complexity.get("ambiguous") and not state.get("clarifications"):
-        return "clarify" if context_of(runtime).ask_back else "needs_clarification"
+        return "clarify" if limits_of(state)["ask_back"] else "needs_clarification"
     level = complexity.get("level", "single_step")
     return "answer_directly" if level == "no_retrieval" else level
 
 
-def _sure_draft(state: RAGState, context: Context) -> bool:
+def _sure_draft(state: RAGState, limits: Limits) -> bool:
     """Whether the iterative draft may be the answer: there is one, at least as sure as the
     run's ``min_confidence`` (a draft the rounds never made sure is no answer)."""
     confidence = state.get("confidence")
-    sure = confidence is None or confidence >= context.min_confidence
+    sure = confidence is None or confidence >= limits["min_confidence"]
     return bool(state.get("generation")) and sure
 
 
-def route_after_round_retrieval(
-    state: RAGState, runtime: Runtime[Context]
-) -> Literal["grade_round", "finish", "give_up"]:
+def route_after_round_retrieval(state: RAGState) -> Literal["grade_round", "finish", "give_up"]:
     """A round that finds nothing new ends the loop: with the draft so far, or not found."""
     if state.get("last_retrieved_ids"):
         return "grade_round"
-    return "finish" if _sure_draft(state, context_of(runtime)) else "give_up"
+    return "finish" if _sure_draft(state, limits_of(state)) else "give_up"
 
 
-def route_after_assessment(
-    state: RAGState, runtime: Runtime[Context]
-) -> Literal["next_query", "finish", "give_up"]:
+def route_after_assessment(state: RAGState) -> Literal["next_query", "finish", "give_up"]:
     """Stop when complete enough with a draft sure enough to answer (or, in ``fixed`` mode,
     never early) or out of rounds."""
-    context = context_of(runtime)
+    limits = limits_of(state)
     rounds = state.get("rounds") or []
     complete = (
-        context.iterative_stop == "completeness"
+        limits["iterative_stop"] == "completeness"
         and bool(rounds)
-        and rounds[-1]["completeness"] >= context.completeness_threshold
-        and _sure_draft(state, context)
+        and rounds[-1]["completeness"] >= limits["completeness_threshold"]
+        and _sure_draft(state, limits)
     )
-    if not complete and len(rounds) < context.max_rounds:
+    if not complete and len(rounds) < limits["max_rounds"]:
         return "next_query"
-    return "finish" if _sure_draft(state, context) else "give_up"
+    return "finish" if _sure_draft(state, limits) else "give_up"

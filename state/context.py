@@ -14,6 +14,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from reflexrag.providers.filters import Condition, parse_filters
 from reflexrag.providers.settings import KB_NAME_RE, get_settings
+from reflexrag.state.schema import Limits
 
 MAX_QUESTION_CHARS = 2000
 """Longest question accepted (characters); the CLI, the HTTP API and the graphs enforce it."""
@@ -191,6 +192,11 @@ class Context:
             raise ValueError("initial_k must be 0 (off) or at least top_k")
         if None not in (self.crag_upper, self.crag_lower) and self.crag_lower > self.crag_upper:
             raise ValueError("crag_lower must not exceed crag_upper")
+
+    @property
+    def limits(self) -> Limits:
+        """The loop limits the routers enforce, as the state carries them."""
+        return Limits(**{key: getattr(self, key) for key in Limits.__annotations__})
 
     @property
     def conditions(self) -> list[Condition]:

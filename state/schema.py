@@ -84,6 +84,22 @@ class Round(TypedDict):
     """Question terms the gathered context does not cover."""
 
 
+class Limits(TypedDict):
+    """The run's loop limits, copied from its :class:`Context` when a question starts, so the
+    routers read everything they decide on from the state: they then route the same inside
+    ``update_state`` (Studio's "edit state and continue"), where LangGraph gives a
+    conditional edge no run context (LangGraph issue #6340)."""
+
+    max_query_rewrites: int
+    max_regenerations: int
+    max_web_searches: int
+    min_confidence: float
+    max_rounds: int
+    iterative_stop: Literal["completeness", "fixed"]
+    completeness_threshold: int
+    ask_back: bool
+
+
 class Reading(TypedDict):
     """Skip reading for one retrieval: candidates read (kept) and skipped, with their scores."""
 
@@ -179,6 +195,8 @@ class RAGState(TypedDict, total=False):
     knowledge_strips: list[Document]
     """Refined context: the best strips of the kept documents, each tagged with its source."""
     stop_reason: StopReason
+    limits: Limits
+    """The run's loop limits (written by ``prepare``); routers read them here."""
     history: list[str]
     """Earlier questions of this thread, newest last: what "this" or "it" can refer to."""
     complexity: ComplexityInfo

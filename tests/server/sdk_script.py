@@ -82,6 +82,10 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
         client.runs.wait(thread_id, assistant, input=QUESTION, interrupt_before=["generate"]),
     )
     await call("threads.get_state interrupted", client.threads.get_state(thread_id))
+    await call(
+        "threads.update_state at breakpoint",
+        client.threads.update_state(thread_id, {"question": "What is Self-RAG?"}),
+    )
     await call("runs.wait resume", client.runs.wait(thread_id, assistant, input=None))
 
     for mode in ("values", "updates", "debug", "tasks", "checkpoints", "custom"):

@@ -73,6 +73,31 @@ async def test_a_breakpoint_pauses_before_generate_and_a_run_with_no_input_resum
     assert done["generation"] and done["stop_reason"]
 
 
+async def test_state_edited_at_a_breakpoint_routes_from_the_state_and_the_run_continues(
+    base_url,
+):
+    """Studio's "edit state and continue": ``update_state`` without ``as_node`` re-runs the
+    paused node's conditional edge outside any run (no run context), so a router that needs
+    the run's limits must find them on the state."""
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    await client.runs.wait(
+        thread["thread_id"],
+        "self_rag",
+        input=QUESTION,
+        interrupt_before=["generate"],
+        context={"max_query_rewrites": 1},
+    )
+    paused = await client.threads.get_state(thread["thread_id"])
+    assert paused["values"]["limits"]["max_query_rewrites"] == 1
+    await client.threads.update_state(thread["thread_id"], {"question": "What is Self-RAG?"})
+    edited = await client.threads.get_state(thread["thread_id"])
+    assert edited["next"] == ["generate"]
+    assert edited["values"]["question"] == "What is Self-RAG?"
+    done = await client.runs.wait(thread["thread_id"], "self_rag", input=None)
+    assert done["stop_reason"] and done["generation"]
+
+
 async def test_update_state_writes_a_checkpoint_the_next_run_continues_from(base_url):
     client = get_client(url=base_url)
     thread = await client.threads.create()
