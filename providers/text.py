@@ -68,6 +68,16 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
+@lru_cache(maxsize=1)
+def load_language_data() -> None:
+    """Load what the text tools read from disk on first use (jieba's dictionary, simplemma's
+    English data, the tokenizer), so a caller can do it off the event loop: an async node that
+    met the first use would block the loop (``langgraph dev`` refuses such a run)."""
+    jieba.initialize()
+    lemma("died")
+    encoding()
+
+
 def count_tokens(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 

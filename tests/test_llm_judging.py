@@ -5,6 +5,9 @@ calls in flight, and a failing model server turned into one clear error."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -289,3 +292,40 @@ async def test_a_prompt_too_long_for_the_server_is_an_error_not_a_refused_featur
     with pytest.raises(ModelServerError, match="context size"):
         await LLMJudge(too_long).grade_usefulness("q", "a")
     assert id(too_long) not in _refused
+
+
+BLOCKING_CHECK = """
+import asyncio
+from blockbuster import blockbuster_ctx
+from langchain_core.documents import Document
+from reflexrag.nodes.judges.llm import cited_documents
+from reflexrag.nodes.rag import generator_for, judge_for
+from reflexrag.state import Context
+
+async def main():
+    context = Context(judge_backend="llm", generator_backend="llm", llm_judging="per_call")
+    await generator_for(context)
+    await judge_for(context)
+    docs = [Document("特斯拉在1943年1月7日去世。", id="1"), Document("Tesla died in 1943.", id="2")]
+    with blockbuster_ctx():  # what langgraph dev runs nodes under: a blocking call raises
+        cited = cited_documents("特斯拉在1943年去世", docs)
+    print(sorted(doc.id for doc in cited))
+
+asyncio.run(main())
+"""
+
+
+def test_the_llm_backends_load_language_data_before_a_node_reads_text(tmp_path):
+    """A fresh process: the first LLM generator and judge are built in a worker thread, and
+    what their nodes then do with text (jieba's dictionary, lemmas, tokens) never touches the
+    disk on the event loop, which ``langgraph dev`` refuses with a BlockingError."""
+    env = {
+        **os.environ,
+        "REFLEXRAG_DATA_DIR": str(tmp_path),
+        "REFLEXRAG_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKING_CHECK], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['1']"

@@ -34,9 +34,9 @@ def _local_judge(context: Context) -> Judge:
 def _llm_judge(context: Context) -> Judge:
     from reflexrag.nodes.judges.llm import LLMJudge
     from reflexrag.providers.models import get_chat_model
-    from reflexrag.providers.text import encoding
+    from reflexrag.providers.text import load_language_data
 
-    encoding()  # loads the tokenizer file here, in a worker thread, not inside a node
+    load_language_data()  # here, in the worker thread the first judge is built in
     local = _local_judge(Context()) if context.llm_judging == "cascade" else None
     return LLMJudge(
         get_chat_model("grader"), context.relevance_threshold, context.llm_judging, local
@@ -53,7 +53,11 @@ def _local_generator(context: Context) -> Generator:
 def _llm_generator(context: Context) -> Generator:
     from reflexrag.nodes.judges.llm import LLMGenerator
     from reflexrag.providers.models import get_chat_model
+    from reflexrag.providers.text import load_language_data
 
+    # The generator finds the passages an answer cites by its terms (jieba, simplemma):
+    # their data loads here, in the worker thread the first generator is built in.
+    load_language_data()
     return LLMGenerator(get_chat_model("generator"))
 
 
