@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 
 from reflexrag.graphs import compile_strategy
@@ -101,12 +102,49 @@ async def update_thread(
     return await thread_json(request, await owned_thread(request, thread_id, owner))
 
 
-@router.post("/{thread_id}/copy", status_code=501, include_in_schema=False)
-async def copy_thread(request: Request, thread_id: str, owner: Owner) -> Response:
-    await owned_thread(request, thread_id, owner)
-    raise HTTPException(
-        501, "copying a thread is not supported; fork it instead with a run from a checkpoint"
+@router.post("/{thread_id}/copy", responses=errors(404, 409))
+async def copy_thread(request: Request, thread_id: str, owner: Owner) -> dict[str, Any]:
+    """A new thread with the same metadata and the whole checkpoint history (every checkpoint
+    and its pending writes), which then lives on independently (LangGraph's ``threads.copy``)."""
+    thread = await owned_thread(request, thread_id, owner)
+    if await runs(request).busy(thread["graph_thread"]):
+        raise HTTPException(409, f"thread {thread_id} is busy; copy it after the run")
+    copy = await store(request).create_thread(owner, thread["metadata"])
+    await copy_checkpoints(
+        request.app.state.checkpointer, thread["graph_thread"], copy["graph_thread"]
     )
+    status = "idle" if thread["status"] == "busy" else thread["status"]
+    await store(request).update_thread(
+        copy["thread_id"], owner, graph_id=thread["graph_id"], status=status
+    )
+    copied = await thread_json(request, await owned_thread(request, copy["thread_id"], owner))
+    copied.pop("values")  # as LangGraph Server's reply: the copy's state is one GET away
+    return copied
+
+
+async def copy_checkpoints(saver: BaseCheckpointSaver, source: str, target: str) -> None:
+    """Every checkpoint of ``source`` (each namespace, oldest first, so each one's parent is
+    already there) and its pending writes, written again under ``target``. Through the saver's
+    own interface, since the SQLite and Postgres savers implement no ``acopy_thread``."""
+    tuples = [item async for item in saver.alist({"configurable": {"thread_id": source}})]
+    for item in reversed(tuples):  # alist gives newest first
+        stored = item.config["configurable"]
+        parent = item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None
+        config = {
+            "configurable": {
+                "thread_id": target,
+                "checkpoint_ns": stored.get("checkpoint_ns", ""),
+                **({"checkpoint_id": parent} if parent else {}),
+            }
+        }
+        written = await saver.aput(
+            config, item.checkpoint, item.metadata, item.checkpoint["channel_versions"]
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in item.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(written, writes, task_id)
 
 
 @router.delete("/{thread_id}", status_code=204, responses=errors(404))

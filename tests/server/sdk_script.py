@@ -87,6 +87,12 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
         client.threads.update_state(thread_id, {"question": "What is Self-RAG?"}),
     )
     await call("runs.wait resume", client.runs.wait(thread_id, assistant, input=None))
+    copied = await call("threads.copy", client.threads.copy(thread_id))
+    if copied:
+        await call("threads.get_state copy", client.threads.get_state(copied["thread_id"]))
+        await call(
+            "threads.get_history copy", client.threads.get_history(copied["thread_id"], limit=3)
+        )
 
     for mode in ("values", "updates", "debug", "tasks", "checkpoints", "custom"):
         await stream(

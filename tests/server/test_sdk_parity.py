@@ -98,6 +98,28 @@ async def test_state_edited_at_a_breakpoint_routes_from_the_state_and_the_run_co
     assert done["stop_reason"] and done["generation"]
 
 
+async def test_a_copied_thread_has_the_history_and_then_lives_on_its_own(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create(metadata={"user": "ana"})
+    await client.runs.wait(thread["thread_id"], "naive", input=QUESTION)
+    original = await client.threads.get_history(thread["thread_id"], limit=100)
+    copy = await client.threads.copy(thread["thread_id"])
+    assert copy["thread_id"] != thread["thread_id"] and copy["metadata"] == {"user": "ana"}
+    copied = await client.threads.get_history(copy["thread_id"], limit=100)
+    assert [c["values"] for c in copied] == [c["values"] for c in original]
+    assert [c["next"] for c in copied] == [c["next"] for c in original]
+    assert {c["checkpoint"]["thread_id"] for c in copied} == {copy["thread_id"]}
+    # The copy continues a conversation the original never sees.
+    await client.runs.wait(copy["thread_id"], "naive", input={"question": "What is Self-RAG?"})
+    after = await client.threads.get_state(copy["thread_id"])
+    assert after["values"]["history"] == ["What is Corrective RAG?"]
+    still = await client.threads.get_state(thread["thread_id"])
+    assert still["values"] == original[0]["values"]
+    with pytest.raises(APIStatusError) as unknown:
+        await client.threads.copy("1ef00000-0000-6000-8000-000000000000")
+    assert unknown.value.response.status_code == 404
+
+
 async def test_update_state_writes_a_checkpoint_the_next_run_continues_from(base_url):
     client = get_client(url=base_url)
     thread = await client.threads.create()
@@ -144,11 +166,3 @@ async def test_what_is_not_offered_says_so_with_501(base_url, method, path, body
         reply = await http.request(method, path, json=body)
     assert reply.status_code == 501
     assert reply.json()["detail"]
-
-
-async def test_copying_a_thread_is_a_501(base_url):
-    client = get_client(url=base_url)
-    thread = await client.threads.create()
-    with pytest.raises(APIStatusError) as refused:
-        await client.threads.copy(thread["thread_id"])
-    assert refused.value.response.status_code == 501
