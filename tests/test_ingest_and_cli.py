@@ -80,6 +80,11 @@ def test_cli_bad_input_exits_non_zero_with_one_line(argv, message, capsys):
     [
         ("REFLEXRAG_DATABASE_URL", "mysql://db/x", "must be a postgresql:// URL"),
         ("REFLEXRAG_RUN_LEASE_S", "0", "greater than or equal to 1"),
+        (
+            "OPENAI_BASE_URL",
+            "localhost:8080/v1",
+            "REFLEXRAG_OPENAI_BASE_URL or OPENAI_BASE_URL: must start with http://",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_the_variable(
@@ -95,8 +100,20 @@ def test_a_bad_setting_is_one_line_naming_the_variable(
         monkeypatch.undo()
         get_settings.cache_clear()
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"reflexrag: error: {variable}: ") and message in err
+    assert err.startswith("reflexrag: error: ") and variable in err and message in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_openai_sdk_variables_configure_the_model_server_and_ours_win(monkeypatch):
+    from reflexrag.providers.settings import Settings
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-openai-env")
+    settings = Settings()
+    assert settings.openai_base_url == "http://127.0.0.1:8080/v1"
+    assert settings.openai_api_key == "sk-from-openai-env"
+    monkeypatch.setenv("REFLEXRAG_OPENAI_BASE_URL", "http://127.0.0.1:9000/v1")
+    assert Settings().openai_base_url == "http://127.0.0.1:9000/v1"
 
 
 def test_cli_unknown_strategy_is_rejected(capsys):
