@@ -212,6 +212,37 @@ class KnowledgeBase:
         metadatas = self._collection.get(include=["metadatas"])["metadatas"] or []
         return len({meta.get("doc_id") for meta in metadatas})
 
+    def documents(self) -> list[dict[str, Any]]:
+        """Every stored document once: its id, title, source and chunk count, by id."""
+        metadatas = self._collection.get(include=["metadatas"])["metadatas"] or []
+        found: dict[str, dict[str, Any]] = {}
+        for meta in metadatas:
+            entry = found.setdefault(
+                meta["doc_id"],
+                {
+                    "doc_id": meta["doc_id"],
+                    "title": meta.get("title", ""),
+                    "source": meta.get("source", ""),
+                    "chunks": 0,
+                },
+            )
+            entry["chunks"] += 1
+        return [found[doc_id] for doc_id in sorted(found)]
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> list[str]:
+        """Remove these documents (every chunk, and their keyword postings); returns the ids
+        that were stored. The keyword index goes first, so it stays a subset of the vectors
+        if the process dies midway (``reconcile`` finishes the job on the next open)."""
+        wanted = sorted(set(doc_ids))
+        with self._write_lock, self.lexical.exclusive():
+            stored = [doc_id for doc_id in wanted if self._has_document(doc_id)]
+            for doc_id in stored:
+                self._remove_document(doc_id)
+        return stored
+
+    def _has_document(self, doc_id: str) -> bool:
+        return bool(self._collection.get(where={"doc_id": doc_id}, include=[], limit=1)["ids"])
+
     def reconcile(self) -> int:
         """Make the keyword index hold exactly the stored chunks; returns how many chunks it
         had to index or unindex (0 when the counts agree, the cheap common case)."""

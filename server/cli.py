@@ -282,15 +282,34 @@ def _ingest(args: argparse.Namespace) -> int:
     # Every input is read and checked before the embedding model loads or anything is stored.
     documents = load_sources(args.paths, settings.allow_private_urls)
     documents += sample_kb_documents() if args.sample else []
+    folders = [Path(path).resolve() for path in args.paths if Path(path).is_dir()]
+    if args.prune and not folders:
+        raise CLIError("--prune needs a folder among the paths")
     with knowledge_base_writer("reflexrag ingest"):
         kb = get_knowledge_base(args.kb)
         report = _add_with_progress(kb, documents, f"ingest → {kb.name}", args.quiet)
+        gone = _gone_from(folders, kb.documents(), documents) if args.prune else []
+        removed = kb.delete_documents(gone)
+    pruned = f", {len(removed)} removed" if args.prune else ""
     print(
         f"{kb.name}: {report.added_documents} added, {report.replaced_documents} replaced, "
-        f"{report.unchanged_documents} unchanged ({report.added_chunks} new chunks; "
+        f"{report.unchanged_documents} unchanged{pruned} ({report.added_chunks} new chunks; "
         f"{kb.count()} chunks in total)"
     )
     return 0
+
+
+def _gone_from(folders: list[Path], stored: list[dict[str, Any]], loaded: list[Any]) -> list[str]:
+    """Stored documents whose source file lies inside one of ``folders`` but was not among
+    the documents just loaded from them (the file was deleted or moved)."""
+    present = {doc.doc_id for doc in loaded}
+    return [
+        doc["doc_id"]
+        for doc in stored
+        if doc["doc_id"] not in present
+        and doc["source"].startswith("/")
+        and any(Path(doc["source"]).is_relative_to(folder) for folder in folders)
+    ]
 
 
 def _kb(args: argparse.Namespace) -> int:
@@ -305,7 +324,8 @@ def _kb(args: argparse.Namespace) -> int:
     owners = knowledge_base_owners()
     if args.kb_command == "list":
         for name, owner in sorted(owners.items()):
-            shared = "shared" if owner is None else "an API key's"
+            # Shared: made with the CLI, every API key reads it; else one key's own.
+            shared = "shared (CLI)" if owner is None else "an API key's"
             count = get_knowledge_base(name, create=False).count()
             print(f"{name}\t{count} chunks\t{shared}")
         if not owners:
@@ -314,6 +334,19 @@ def _kb(args: argparse.Namespace) -> int:
     if args.name not in owners:
         known = ", ".join(sorted(owners)) or "none"
         raise CLIError(f"unknown knowledge base {args.name!r}; known: {known}")
+    if args.kb_command == "documents":
+        for doc in get_knowledge_base(args.name, create=False).documents():
+            print(f"{doc['doc_id']}\t{doc['chunks']} chunks\t{doc['title']}\t{doc['source']}")
+        return 0
+    if args.kb_command == "remove":
+        with knowledge_base_writer("reflexrag kb remove"):
+            kb = get_knowledge_base(args.name, create=False)
+            unknown = sorted(set(args.doc_ids) - {doc["doc_id"] for doc in kb.documents()})
+            if unknown:  # nothing is removed unless every id is there
+                raise CLIError(f"no document {', '.join(map(repr, unknown))} in {args.name!r}")
+            removed = kb.delete_documents(args.doc_ids)
+        print(f"{args.name}: removed {len(removed)} documents ({kb.count()} chunks left)")
+        return 0
     with knowledge_base_writer("reflexrag kb delete"):
         delete_knowledge_base(args.name)
     print(f"deleted {args.name}")
@@ -504,13 +537,29 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--sample", action="store_true", help="the bundled sample documents")
     ingest.add_argument("--kb", help="knowledge base name")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.add_argument(
+        "--prune",
+        action="store_true",
+        help="also remove the documents ingested from these folders whose files are gone",
+    )
     ingest.set_defaults(handler=_ingest)
 
-    kb = commands.add_parser("kb", help="list or delete knowledge bases")
-    kb_commands = kb.add_subparsers(dest="kb_command", required=True, help="list or delete")
-    kb_commands.add_parser("list", help="every knowledge base with its chunk count")
+    kb = commands.add_parser("kb", help="list or delete knowledge bases, list or remove documents")
+    kb_commands = kb.add_subparsers(
+        dest="kb_command", required=True, help="list, delete, documents or remove"
+    )
+    kb_commands.add_parser(
+        "list",
+        help="every knowledge base with its chunk count, shared (made with the CLI, read by "
+        "every API key) or an API key's own",
+    )
     delete = kb_commands.add_parser("delete", help="delete a knowledge base and its index")
     delete.add_argument("name", help="the knowledge base")
+    documents = kb_commands.add_parser("documents", help="the documents of a knowledge base")
+    documents.add_argument("name", help="the knowledge base")
+    remove = kb_commands.add_parser("remove", help="remove documents from a knowledge base")
+    remove.add_argument("name", help="the knowledge base")
+    remove.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="as `kb documents` lists")
     kb.set_defaults(handler=_kb)
 
     listing = commands.add_parser("graphs", help="list the strategies")

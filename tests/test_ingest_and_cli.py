@@ -213,13 +213,53 @@ def test_kb_lists_and_deletes_knowledge_bases(tmp_path, capsys):
     assert main(["ingest", "--kb", "to-delete", str(write(tmp_path / "a.txt", "Alpha."))]) == 0
     capsys.readouterr()
     assert main(["kb", "list"]) == 0
-    assert "to-delete\t1 chunks\tshared" in capsys.readouterr().out
+    assert "to-delete\t1 chunks\tshared (CLI)" in capsys.readouterr().out
     assert main(["kb", "delete", "no-such-kb"]) == 2
     assert "unknown knowledge base 'no-such-kb'" in capsys.readouterr().err
     assert main(["kb", "delete", "to-delete"]) == 0
     assert capsys.readouterr().out == "deleted to-delete\n"
     main(["kb", "list"])
     assert "to-delete" not in capsys.readouterr().out
+
+
+def test_one_document_is_removed_and_a_pruned_folder_ingest_drops_deleted_files(tmp_path, capsys):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    write(folder / "alpha.md", "# Alpha\n\nThe alpha launch code is 4242.")
+    beta = write(folder / "beta.md", "# Beta\n\nThe beta launch code is 7777.")
+    gamma = write(folder / "gamma.md", "# Gamma\n\nThe gamma launch code is 5150.")
+    other = write(tmp_path / "outside.txt", "The outside code is 1111.")
+    assert main(["ingest", "--kb", "prune-test", "--quiet", str(folder), str(other)]) == 0
+    capsys.readouterr()
+    kb = get_knowledge_base("prune-test", create=False)
+    listed = {doc["title"]: doc for doc in kb.documents()}
+    assert set(listed) == {"Alpha", "Beta", "Gamma", "outside"}
+
+    # Unknown ids remove nothing; known ones go, with their keyword postings.
+    assert main(["kb", "remove", "prune-test", listed["Gamma"]["doc_id"], "no-such-doc"]) == 2
+    assert "no document 'no-such-doc'" in capsys.readouterr().err
+    assert len(kb.documents()) == 4
+    assert main(["kb", "remove", "prune-test", listed["Gamma"]["doc_id"]]) == 0
+    assert "removed 1 documents" in capsys.readouterr().out
+    assert "Gamma" not in {doc["title"] for doc in kb.documents()}
+    assert not [d for d in kb.search("gamma 5150", 4, "bm25") if "5150" in d.page_content]
+
+    # A file deleted from the folder: a plain ingest keeps it, --prune removes it, and a
+    # document from outside the folder stays either way.
+    beta.unlink()
+    gamma.unlink()
+    assert main(["ingest", "--kb", "prune-test", "--quiet", str(folder)]) == 0
+    assert "Beta" in {doc["title"] for doc in kb.documents()}
+    capsys.readouterr()
+    assert main(["ingest", "--kb", "prune-test", "--quiet", "--prune", str(folder)]) == 0
+    assert "1 removed" in capsys.readouterr().out
+    assert {doc["title"] for doc in kb.documents()} == {"Alpha", "outside"}
+    assert main(["kb", "documents", "prune-test"]) == 0
+    assert [line.split("\t")[2] for line in capsys.readouterr().out.splitlines()] == sorted(
+        ["Alpha", "outside"], key=lambda title: listed[title]["doc_id"]
+    )
+    assert main(["ingest", "--kb", "prune-test", "--prune", str(other)]) == 2
+    assert "--prune needs a folder" in capsys.readouterr().err
 
 
 def test_ingest_plans_in_chunks_and_reports_progress_as_they_are_embedded():

@@ -59,6 +59,25 @@ async def delete_kb(name: str, owner: Owner) -> Response:
     return Response(status_code=204)
 
 
+@router.get("/{name}/documents")
+async def list_documents(name: str, owner: Owner) -> list[dict[str, Any]]:
+    """Every document: ``doc_id``, ``title``, ``source`` and its number of ``chunks``."""
+    await check_kb_readable(owner, validate_kb_name(name))
+    kb = await asyncio.to_thread(get_knowledge_base, name, False)
+    return await asyncio.to_thread(kb.documents)
+
+
+@router.delete("/{name}/documents/{doc_id:path}", status_code=204, responses=errors(403))
+async def delete_document(name: str, doc_id: str, owner: Owner) -> Response:
+    """Remove one document (all its chunks) from the knowledge base; 404 if it is not there."""
+    await check_kb_readable(owner, validate_kb_name(name))
+    await kb_owner_for_writing(name, owner)
+    kb = await asyncio.to_thread(get_knowledge_base, name, False)
+    if not await asyncio.to_thread(kb.delete_documents, [doc_id]):
+        raise HTTPException(404, f"no document {doc_id!r} in knowledge base {name!r}")
+    return Response(status_code=204)
+
+
 def inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
     """A model's JSON schema with its ``$defs`` inlined: a ``#/$defs/…`` reference inside an
     OpenAPI document would point at the document's root, where there are none."""

@@ -247,6 +247,31 @@ async def test_knowledge_base_routes(base_url):
     assert "heron" in answer["generation"]
 
 
+async def test_one_document_is_listed_and_deleted_over_http(base_url):
+    kb = f"docs-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        documents = [
+            {"text": "The mascot is a heron named Quill.", "doc_id": "notes/mascot"},
+            {"text": "The office is in Lisbon.", "doc_id": "office", "title": "Office"},
+        ]
+        await http.post(f"/kb/{kb}/documents", json={"documents": documents})
+        listed = (await http.get(f"/kb/{kb}/documents")).json()
+        assert [(d["doc_id"], d["chunks"]) for d in listed] == [("notes/mascot", 1), ("office", 1)]
+        assert (await http.delete(f"/kb/{kb}/documents/notes/mascot")).status_code == 204
+        missing = await http.delete(f"/kb/{kb}/documents/notes/mascot")
+        assert (
+            missing.status_code == 404 and "no document 'notes/mascot'" in missing.json()["detail"]
+        )
+        assert [d["doc_id"] for d in (await http.get(f"/kb/{kb}/documents")).json()] == ["office"]
+        assert (await http.get(f"/kb/{kb}")).json()["documents"] == 1
+        assert (await http.get("/kb/never-made/documents")).status_code == 404
+    client = get_client(url=base_url)
+    answer = await client.runs.wait(
+        None, "naive", input={"question": "What is the mascot?"}, context={"kb": kb}
+    )
+    assert "heron" not in answer["generation"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "message"),
     [
