@@ -13,7 +13,11 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from reflexrag.providers.database import async_postgres_pool, is_postgres
+from reflexrag.providers.database import (
+    async_postgres_pool,
+    is_postgres,
+    take_session_lock_async,
+)
 from reflexrag.providers.settings import Settings, get_settings
 
 
@@ -67,7 +71,7 @@ async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
         shared = AsyncPostgresSaver(pool)
         # Replicas starting together would race on the saver's migrations: one at a time.
         async with pool.connection() as connection:
-            await connection.execute("SELECT pg_advisory_lock(hashtext('checkpoints:setup'))")
+            await take_session_lock_async(connection, "checkpoints:setup")
             try:
                 await shared.setup()
             finally:

@@ -4,7 +4,9 @@ pool per URL and process, with queries written once in SQLite's ``?`` placeholde
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,6 +23,17 @@ def is_postgres(location: object) -> bool:
     return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
 
+def session_options() -> str:
+    """Options of every connection: a transaction left idle (its client paused by SIGSTOP, a
+    GC pause, a frozen VM, a half-open connection) is ended by the server after the run
+    lease, since by then the replica has lost its runs anyway; otherwise the advisory locks
+    it holds (the run queue's claim lock) would stall every replica until it woke."""
+    from reflexrag.providers.settings import get_settings
+
+    idle_ms = int(max(get_settings().run_lease_s, 5.0) * 1000)
+    return f"-c idle_in_transaction_session_timeout={idle_ms}"
+
+
 def _missing_driver() -> ValueError:
     return ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'")
 
@@ -34,8 +47,21 @@ async def async_postgres_pool(url: str) -> AsyncIterator[Any]:
         from psycopg_pool import AsyncConnectionPool
     except ImportError:
         raise _missing_driver() from None
-    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    async with AsyncConnectionPool(url, kwargs=kwargs, max_size=20, open=False) as pool:
+    kwargs = {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "options": session_options(),
+    }
+    # ``check``: a connection is tested as it is handed out, so one the server closed (a
+    # Postgres restart) is replaced instead of failing the request that drew it.
+    async with AsyncConnectionPool(
+        url,
+        kwargs=kwargs,
+        max_size=20,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+    ) as pool:
         yield pool
 
 
@@ -50,7 +76,12 @@ def postgres_pool(url: str, schema: str, name: str) -> Any:
     with _pools_lock:
         if url not in _pools:
             _pools[url] = ConnectionPool(
-                url, kwargs={"autocommit": True}, min_size=1, max_size=8, open=True
+                url,
+                kwargs={"autocommit": True, "options": session_options()},
+                min_size=1,
+                max_size=8,
+                open=True,
+                check=ConnectionPool.check_connection,
             )
         pool = _pools[url]
         if (url, name) not in _schemas:
@@ -61,6 +92,32 @@ def postgres_pool(url: str, schema: str, name: str) -> Any:
                         connection.execute(statement)
             _schemas.add((url, name))
         return pool
+
+
+LOCK_POLL_S = 0.1
+"""How often a session waiting for an advisory lock asks again."""
+
+_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext(%s)) AS taken"
+
+
+def take_session_lock(connection: Any, name: str) -> None:
+    """Take the session-level advisory lock ``name``, asking again until it is free, not
+    waiting inside one statement: a statement waiting on a lock is an open transaction,
+    which a ``CREATE INDEX CONCURRENTLY`` on another connection (the checkpointer's
+    migrations) waits for, and if the holder of the lock is the one building that index,
+    the two wait for each other through the client, where Postgres sees no deadlock."""
+    while not _taken(connection.execute(_TRY_LOCK, (name,)).fetchone()):
+        time.sleep(LOCK_POLL_S)
+
+
+async def take_session_lock_async(connection: Any, name: str) -> None:
+    """:func:`take_session_lock` on an asyncio connection."""
+    while not _taken(await (await connection.execute(_TRY_LOCK, (name,))).fetchone()):
+        await asyncio.sleep(LOCK_POLL_S)
+
+
+def _taken(row: Any) -> bool:
+    return bool(row["taken"] if isinstance(row, dict) else row[0])
 
 
 class PostgresConnection:

@@ -38,7 +38,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from reflexrag.providers.database import PostgresConnection, is_postgres, postgres_pool
+from reflexrag.providers.database import (
+    PostgresConnection,
+    is_postgres,
+    postgres_pool,
+    take_session_lock,
+)
 from reflexrag.providers.text import terms
 
 K1 = 1.5
@@ -349,7 +354,7 @@ class _PostgresStore:
     @contextmanager
     def exclusive(self, kb: str) -> Iterator[None]:
         with self._pool.connection() as connection:
-            connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"writer:{kb}",))
+            take_session_lock(connection, f"writer:{kb}")
             try:
                 yield
             finally:
