@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import time
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from html.parser import HTMLParser
@@ -29,6 +30,7 @@ from reflexrag.providers.knowledge_base import (
     get_knowledge_base,
 )
 from reflexrag.providers.settings import get_settings
+from reflexrag.providers.text import is_chinese
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl")
 _SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav"}
@@ -174,17 +176,69 @@ def markdown_sections(markdown: str) -> tuple[str, Sections, dict[str, Any]]:
     return title or heading_title, sections, meta
 
 
-def pdf_sections(path: Path, name: str) -> Sections:
-    """One section per page of a text PDF (``page N``), read by pypdf."""
+def pdf_sections(path: Path, name: str) -> tuple[str, Sections]:
+    """(title, one section per page ``page N``) of a text PDF, read by pypdf: the title is
+    the PDF's own (its metadata), and each page's text is :func:`clean_pdf_text`."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
     try:
         reader = PdfReader(path)
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [clean_pdf_text(page.extract_text() or "") for page in reader.pages]
+        title = (reader.metadata.title if reader.metadata else None) or ""
     except (PdfReadError, ValueError, OSError) as exc:
         raise KnowledgeBaseError(f"{name} is not a readable PDF ({exc})") from None
-    return [(f"page {n}", text.strip()) for n, text in enumerate(pages, start=1) if text.strip()]
+    sections = [(f"page {n}", text) for n, text in enumerate(pages, start=1) if text]
+    title = clean_pdf_text(str(title)).replace("\n", " ")
+    return title or (first_heading(sections[0][1]) if sections else ""), sections
+
+
+def first_heading(page: str) -> str:
+    """The first line of a page when it reads as a heading: a line of its own (the layout
+    did not wrap it into the next), of at most 12 words, ending no sentence."""
+    first, _, rest = page.partition("\n")
+    if not rest or _SENTENCE_END_RE.search(first) or len(first.split()) > 12:
+        return ""
+    return first if len(first) <= 120 else ""
+
+
+# Code points PDF fonts map glyphs to that are not the characters a reader types: Kangxi
+# radicals (⼀ for 一), CJK compatibility ideographs, Latin ligatures (ﬁ for fi). Their
+# compatibility decomposition (NFKC) is the character meant; other text is left as it is,
+# since NFKC would also turn Chinese full-width punctuation into ASCII.
+_PDF_LOOKALIKE_RE = re.compile("[\u2f00-\u2fdf\uf900-\ufaff\ufb00-\ufb06]")
+_SENTENCE_END_RE = re.compile(r"[.!?:;。！？：；)\]）」』”\"']$")
+_WRAPPED_SHARE = 0.6
+"""A line at least this share of a full line's length (the page's 75th percentile), not
+ending a sentence, was wrapped by the layout: the next line continues it."""
+
+
+def clean_pdf_text(text: str) -> str:
+    """A PDF page's extracted text as a reader sees it: look-alike code points replaced by
+    the characters meant, and lines the layout wrapped joined back into their sentence (with
+    a space, or nothing between Chinese characters); a short line or one ending a sentence
+    keeps its break (a heading, a paragraph's last line)."""
+    text = _PDF_LOOKALIKE_RE.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+    lines = [line.strip() for line in text.splitlines()]
+    lengths = sorted(len(line) for line in lines if line)
+    if not lengths:
+        return ""
+    typical = lengths[(3 * len(lengths)) // 4]  # a full line's length: wrapped lines fill it
+    out: list[str] = []
+    for line in lines:
+        previous = out[-1] if out else ""
+        wrapped = (
+            line
+            and previous
+            and len(previous) >= _WRAPPED_SHARE * typical
+            and not _SENTENCE_END_RE.search(previous)
+        )
+        if wrapped:
+            between = "" if is_chinese(previous[-1]) and is_chinese(line[0]) else " "
+            out[-1] = previous + between + line
+        else:
+            out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
 
 
 def docx_sections(path: Path, name: str) -> tuple[str, Sections]:
@@ -316,7 +370,7 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
     name = display_name or str(path)
     title, sections, said = "", [], ""
     if suffix == ".pdf":
-        sections = pdf_sections(path, name)
+        title, sections = pdf_sections(path, name)
     elif suffix == ".docx":
         title, sections = docx_sections(path, name)
     else:

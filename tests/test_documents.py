@@ -14,7 +14,7 @@ from reflexrag.providers.knowledge_base import (
     SourceDocument,
     get_knowledge_base,
 )
-from reflexrag.providers.loaders import load_path
+from reflexrag.providers.loaders import clean_pdf_text, load_path
 
 LANGGRAPH_STYLE = """---
 title: Persistence
@@ -106,8 +106,9 @@ def test_a_docx_file_is_read_by_its_headings_and_tables(tmp_path):
     assert doc.sections == [("Revenue", "Revenue grew 12 percent.\n\nQ1 | 4.2M")]
 
 
-def minimal_pdf(lines: list[str]) -> bytes:
-    """A one-page text PDF (Helvetica), written by hand so the test needs no PDF writer."""
+def minimal_pdf(lines: list[str], title: str = "") -> bytes:
+    """A one-page text PDF (Helvetica), written by hand so the test needs no PDF writer;
+    ``title`` goes in its metadata (the document information dictionary)."""
     text = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
@@ -116,6 +117,7 @@ def minimal_pdf(lines: list[str]) -> bytes:
         b"/Resources << /Font << /F1 5 0 R >> >> >>",
         b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text.encode()),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Title (%s) >>" % title.encode(),
     ]
     out, offsets = bytearray(b"%PDF-1.4\n"), []
     for number, body in enumerate(objects, start=1):
@@ -124,7 +126,7 @@ def minimal_pdf(lines: list[str]) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
         len(objects) + 1,
         xref,
     )
@@ -138,6 +140,38 @@ def test_a_text_pdf_is_read_page_by_page(tmp_path):
     assert doc.metadata["title"] == "tesla"
     assert [heading for heading, _ in doc.sections] == ["page 1"]
     assert "Nikola Tesla died on 7 January 1943." in doc.text
+
+
+def test_pdf_lines_wrapped_by_the_layout_are_sentences_again_under_the_pdf_s_title(tmp_path):
+    path = tmp_path / "manual-v3-final.pdf"
+    lines = [
+        "Maintenance",
+        "The engine must be serviced every 10,000 kilometres or once a",
+        "year, whichever comes first. Use only the oil grade shown in",
+        "the table on the next page.",
+        "Tyres",
+        "Check the tyre pressure every month when the tyres are cold.",
+    ]
+    path.write_bytes(minimal_pdf(lines, title="Owner's Manual"))
+    (doc,) = load_path(path)
+    assert doc.metadata["title"] == "Owner's Manual"
+    assert doc.text.splitlines() == [
+        "Maintenance",
+        "The engine must be serviced every 10,000 kilometres or once a year, whichever comes "
+        "first. Use only the oil grade shown in the table on the next page.",
+        "Tyres",
+        "Check the tyre pressure every month when the tyres are cold.",
+    ]
+    untitled = tmp_path / "scan0042.pdf"
+    untitled.write_bytes(minimal_pdf(lines))
+    assert load_path(untitled)[0].metadata["title"] == "Maintenance"
+
+
+def test_pdf_look_alike_code_points_become_the_characters_meant():
+    # Kangxi radicals and ligatures, as PDF fonts map glyphs; Chinese punctuation is kept.
+    assert clean_pdf_text("⼀般每年保养⼀次，请使⽤原⼚机油。\nﬁlter") == (
+        "一般每年保养一次，请使用原厂机油。\nfilter"
+    )
 
 
 def test_a_broken_pdf_or_docx_is_a_clear_error(tmp_path):
