@@ -56,6 +56,10 @@ class KnowledgeBaseError(ValueError):
     """A user-facing problem with a knowledge base name or its documents."""
 
 
+class StoreUnavailableError(RuntimeError):
+    """The vector store's server cannot be reached (a dependency down: HTTP 503)."""
+
+
 class UnknownKnowledgeBaseError(KnowledgeBaseError):
     """A knowledge base that does not exist was named for reading."""
 
@@ -503,12 +507,15 @@ def _client(location: str) -> Any:
     settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if location.startswith(("http://", "https://")):
         url = urlsplit(location)
-        return chromadb.HttpClient(
-            host=url.hostname or "localhost",
-            port=url.port or (443 if url.scheme == "https" else 8000),
-            ssl=url.scheme == "https",
-            settings=settings,
-        )
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname or "localhost",
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=settings,
+            )
+        except ValueError as exc:  # Chroma's "Could not connect to a Chroma server"
+            raise StoreUnavailableError(f"the Chroma server at {location} is down: {exc}") from None
     Path(location).mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=location, settings=settings)
 

@@ -26,7 +26,11 @@ from fastapi.staticfiles import StaticFiles
 
 from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
 from reflexrag.providers.database import async_postgres_pool
-from reflexrag.providers.knowledge_base import KnowledgeBaseError, knowledge_base_writer
+from reflexrag.providers.knowledge_base import (
+    KnowledgeBaseError,
+    StoreUnavailableError,
+    knowledge_base_writer,
+)
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
 from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
@@ -150,6 +154,20 @@ async def run_worker(settings: Settings) -> None:
             await queue.close()
 
 
+def dependency_errors() -> tuple[type[Exception], ...]:
+    """What a down dependency raises: the Chroma server (connection refused, timed out), and
+    Postgres (a closed connection, a pool with none to give) when its driver is installed."""
+    import httpx
+
+    errors: list[type[Exception]] = [StoreUnavailableError, httpx.TransportError]
+    with contextlib.suppress(ImportError):
+        import psycopg
+        import psycopg_pool
+
+        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
+    return tuple(errors)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The service. ``settings`` governs the service's own state (auth, limits, the thread
     table, checkpoints); knowledge bases and models are read by the graphs from the process
@@ -201,6 +219,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(StoredTextError)
     async def unstorable(request: Request, exc: StoredTextError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    for unavailable in dependency_errors():
+
+        @app.exception_handler(unavailable)
+        async def dependency_down(request: Request, exc: Exception) -> JSONResponse:
+            # A store that is down is the service's trouble, not the request's: 503, which
+            # clients and load balancers retry, never a 500.
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return JSONResponse(
+                {"detail": f"a service reflexrag depends on is unavailable: {reason}"},
+                status_code=503,
+                headers={"Retry-After": "5"},
+            )
 
     @app.exception_handler(RunConflictError)
     async def conflict(request: Request, exc: RunConflictError) -> JSONResponse:

@@ -559,3 +559,27 @@ async def test_openapi_declares_the_api_key_and_error_responses(base_url):
     assert {"401", "404", "409", "422"} <= set(wait["responses"])
     assert wait["security"] == [{"APIKeyHeader": []}]
     assert "security" not in schema["paths"]["/ok"]["get"]
+
+
+async def test_a_vector_store_server_that_is_down_is_a_503_and_the_service_recovers(
+    tmp_path, monkeypatch
+):
+    """The Chroma server unreachable: reading or writing knowledge bases, and starting a run
+    on one, answer 503 with the reason (retryable), never a 500; once it is back to the
+    embedded store the same requests succeed on the same server."""
+    from reflexrag.providers.settings import get_settings
+    from tests.server.conftest import free_port
+
+    async with running_server(tmp_path) as url, httpx.AsyncClient(base_url=url) as http:
+        monkeypatch.setattr(get_settings(), "chroma_url", f"http://127.0.0.1:{free_port()}")
+        for method, path, body in (
+            ("get", "/kb", None),
+            ("get", "/kb/default", None),
+            ("post", "/kb/notes/documents", {"documents": [{"text": "Quill is a heron."}]}),
+            ("post", "/runs/wait", {"assistant_id": "naive", "input": {"question": "Who?"}}),
+        ):
+            reply = await http.request(method, path, json=body)
+            assert reply.status_code == 503, (path, reply.status_code, reply.text)
+            assert "unavailable" in reply.json()["detail"] and "Chroma" in reply.json()["detail"]
+        monkeypatch.setattr(get_settings(), "chroma_url", None)
+        assert (await http.get("/kb")).status_code == 200
