@@ -71,10 +71,10 @@ def get_strategy(name: str) -> Strategy:
 def compile_strategy(
     name: str, checkpointer: BaseCheckpointSaver | None = None
 ) -> CompiledStateGraph:
-    """The strategy's graph, compiled with ``checkpointer`` (or the shared one without)."""
+    """The strategy's graph with ``checkpointer`` (or the shared one without). The graph is
+    compiled once, at import; attaching a checkpointer copies it (about 0.04 CPU-ms, against
+    3 ms to compile it again for every run)."""
     module = importlib.import_module(get_strategy(name).module)
     if checkpointer is None:
         return module.graph
-    compiled = module.builder.compile(checkpointer=checkpointer)
-    compiled.name = name
-    return compiled
+    return module.graph.copy(update={"checkpointer": checkpointer})
