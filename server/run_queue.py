@@ -327,7 +327,10 @@ class RunQueue:
             log.exception("run %s failed before its graph started", run_id)
             outcome = RunOutcome(status="error", thread_status="error")
         finally:
-            self.executing.pop(run_id, None)
+            # Only this attempt's entry: after a pause this replica may have claimed the run
+            # again, and the next attempt's entry must stay.
+            if self.executing.get(run_id, (None,))[0] == attempt:
+                del self.executing[run_id]
             self._work_available.set()
             await asyncio.shield(self._settle(run_id, attempt, spec, outcome))
 
@@ -370,7 +373,7 @@ class RunQueue:
                 (run_id, seq, event, dumps(data), run_id, self.worker_id, attempt),
             )
             if not cursor.rowcount:
-                self._lost(run_id)
+                self._lost(run_id, attempt)
                 raise LeaseLostError(run_id)
             await self._notify(connection, "event", run_id)
 
@@ -452,9 +455,9 @@ class RunQueue:
                 log.exception("renewing run leases failed")
                 continue
             renewed = {row["run_id"]: row for row in rows if row["attempt"] == held[row["run_id"]]}
-            for run_id in held:
+            for run_id, attempt in held.items():
                 if run_id not in renewed:
-                    self._lost(run_id)
+                    self._lost(run_id, attempt)
                 elif renewed[run_id]["cancel_requested"]:
                     self._cancel_here(run_id)
 
@@ -470,13 +473,16 @@ class RunQueue:
                 (cutoff,),
             )
 
-    def _lost(self, run_id: str) -> None:
-        log.warning("run %s: lease lost to another worker; stopping here", run_id)
-        self._cancel_here(run_id)
+    def _lost(self, run_id: str, attempt: int) -> None:
+        log.warning("run %s: attempt %s lost its lease; stopping it here", run_id, attempt)
+        self._cancel_here(run_id, attempt)
 
-    def _cancel_here(self, run_id: str) -> None:
-        if run_id in self.executing:
-            self.executing[run_id][1].cancel()
+    def _cancel_here(self, run_id: str, attempt: int | None = None) -> None:
+        """Cancel the run's task on this replica: only ``attempt``'s when one is named (the
+        run may have been claimed again, here, as a newer attempt that must go on)."""
+        held = self.executing.get(run_id)
+        if held is not None and attempt in (None, held[0]):
+            held[1].cancel()
 
     # -- notifications ---------------------------------------------------------------------
 

@@ -221,3 +221,19 @@ async def test_a_killed_replica_s_run_is_finished_by_the_other(replicas, replica
     assert result["stop_reason"] == "answered"
     finished = await clients[survivor].runs.get(thread["thread_id"], run["run_id"])
     assert finished["status"] == "success"
+
+
+async def test_an_attempt_that_lost_its_lease_stops_only_itself():
+    """A replica paused past its lease may claim the same run again (attempt 2) before the
+    paused attempt 1 notices; attempt 1's loss must cancel attempt 1, never attempt 2."""
+    from reflexrag.server.run_queue import RunQueue
+
+    queue = RunQueue.__new__(RunQueue)  # only its bookkeeping of the runs it executes
+    newer = asyncio.create_task(asyncio.sleep(60))
+    queue.executing = {"run": (2, newer)}
+    queue._lost("run", 1)
+    await asyncio.sleep(0)
+    assert not newer.cancelled() and queue.executing["run"][0] == 2
+    queue._cancel_here("run")  # a cancel request for the run reaches whichever attempt
+    with pytest.raises(asyncio.CancelledError):
+        await newer
