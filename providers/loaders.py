@@ -234,7 +234,12 @@ def clean_pdf_text(text: str) -> str:
             and not _SENTENCE_END_RE.search(previous)
         )
         if wrapped:
-            between = "" if is_chinese(previous[-1]) and is_chinese(line[0]) else " "
+            # Nothing between Chinese characters, nor after a hyphen the line broke at
+            # ("self-" + "correcting"); a space elsewhere.
+            joined_tight = previous.endswith("-") or (
+                is_chinese(previous[-1]) and is_chinese(line[0])
+            )
+            between = "" if joined_tight else " "
             out[-1] = previous + between + line
         else:
             out.append(line)

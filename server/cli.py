@@ -283,17 +283,17 @@ def _ingest(args: argparse.Namespace) -> int:
     documents = load_sources(args.paths, settings.allow_private_urls)
     documents += sample_kb_documents() if args.sample else []
     folders = [Path(path).resolve() for path in args.paths if Path(path).is_dir()]
-    if args.prune and not folders:
-        raise CLIError("--prune needs a folder among the paths")
+    if args.sync and not folders:
+        raise CLIError("--sync needs a folder among the paths")
     with knowledge_base_writer("reflexrag ingest"):
         kb = get_knowledge_base(args.kb)
         report = _add_with_progress(kb, documents, f"ingest → {kb.name}", args.quiet)
-        gone = _gone_from(folders, kb.documents(), documents) if args.prune else []
+        gone = _gone_from(folders, kb.documents(), documents) if args.sync else []
         removed = kb.delete_documents(gone)
-    pruned = f", {len(removed)} removed" if args.prune else ""
+    synced = f", {len(removed)} removed" if args.sync else ""
     print(
         f"{kb.name}: {report.added_documents} added, {report.replaced_documents} replaced, "
-        f"{report.unchanged_documents} unchanged{pruned} ({report.added_chunks} new chunks; "
+        f"{report.unchanged_documents} unchanged{synced} ({report.added_chunks} new chunks; "
         f"{kb.count()} chunks in total)"
     )
     return 0
@@ -338,8 +338,8 @@ def _kb(args: argparse.Namespace) -> int:
         for doc in get_knowledge_base(args.name, create=False).documents():
             print(f"{doc['doc_id']}\t{doc['chunks']} chunks\t{doc['title']}\t{doc['source']}")
         return 0
-    if args.kb_command == "remove":
-        with knowledge_base_writer("reflexrag kb remove"):
+    if args.kb_command == "rm":
+        with knowledge_base_writer("reflexrag kb rm"):
             kb = get_knowledge_base(args.name, create=False)
             unknown = sorted(set(args.doc_ids) - {doc["doc_id"] for doc in kb.documents()})
             if unknown:  # nothing is removed unless every id is there
@@ -538,7 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--kb", help="knowledge base name")
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
     ingest.add_argument(
-        "--prune",
+        "--sync",
         action="store_true",
         help="also remove the documents ingested from these folders whose files are gone",
     )
@@ -546,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     kb = commands.add_parser("kb", help="list or delete knowledge bases, list or remove documents")
     kb_commands = kb.add_subparsers(
-        dest="kb_command", required=True, help="list, delete, documents or remove"
+        dest="kb_command", required=True, help="list, delete, documents or rm"
     )
     kb_commands.add_parser(
         "list",
@@ -557,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("name", help="the knowledge base")
     documents = kb_commands.add_parser("documents", help="the documents of a knowledge base")
     documents.add_argument("name", help="the knowledge base")
-    remove = kb_commands.add_parser("remove", help="remove documents from a knowledge base")
+    remove = kb_commands.add_parser("rm", help="remove documents from a knowledge base")
     remove.add_argument("name", help="the knowledge base")
     remove.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="as `kb documents` lists")
     kb.set_defaults(handler=_kb)

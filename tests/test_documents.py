@@ -147,8 +147,8 @@ def test_pdf_lines_wrapped_by_the_layout_are_sentences_again_under_the_pdf_s_tit
     lines = [
         "Maintenance",
         "The engine must be serviced every 10,000 kilometres or once a",
-        "year, whichever comes first. Use only the oil grade shown in",
-        "the table on the next page.",
+        "year, whichever comes first. Use only the oil grade shown in the self-",
+        "cleaning table on the next page.",
         "Tyres",
         "Check the tyre pressure every month when the tyres are cold.",
     ]
@@ -158,7 +158,7 @@ def test_pdf_lines_wrapped_by_the_layout_are_sentences_again_under_the_pdf_s_tit
     assert doc.text.splitlines() == [
         "Maintenance",
         "The engine must be serviced every 10,000 kilometres or once a year, whichever comes "
-        "first. Use only the oil grade shown in the table on the next page.",
+        "first. Use only the oil grade shown in the self-cleaning table on the next page.",
         "Tyres",
         "Check the tyre pressure every month when the tyres are cold.",
     ]

@@ -236,10 +236,10 @@ def test_one_document_is_removed_and_a_pruned_folder_ingest_drops_deleted_files(
     assert set(listed) == {"Alpha", "Beta", "Gamma", "outside"}
 
     # Unknown ids remove nothing; known ones go, with their keyword postings.
-    assert main(["kb", "remove", "prune-test", listed["Gamma"]["doc_id"], "no-such-doc"]) == 2
+    assert main(["kb", "rm", "prune-test", listed["Gamma"]["doc_id"], "no-such-doc"]) == 2
     assert "no document 'no-such-doc'" in capsys.readouterr().err
     assert len(kb.documents()) == 4
-    assert main(["kb", "remove", "prune-test", listed["Gamma"]["doc_id"]]) == 0
+    assert main(["kb", "rm", "prune-test", listed["Gamma"]["doc_id"]]) == 0
     assert "removed 1 documents" in capsys.readouterr().out
     assert "Gamma" not in {doc["title"] for doc in kb.documents()}
     assert not [d for d in kb.search("gamma 5150", 4, "bm25") if "5150" in d.page_content]
@@ -251,15 +251,15 @@ def test_one_document_is_removed_and_a_pruned_folder_ingest_drops_deleted_files(
     assert main(["ingest", "--kb", "prune-test", "--quiet", str(folder)]) == 0
     assert "Beta" in {doc["title"] for doc in kb.documents()}
     capsys.readouterr()
-    assert main(["ingest", "--kb", "prune-test", "--quiet", "--prune", str(folder)]) == 0
+    assert main(["ingest", "--kb", "prune-test", "--quiet", "--sync", str(folder)]) == 0
     assert "1 removed" in capsys.readouterr().out
     assert {doc["title"] for doc in kb.documents()} == {"Alpha", "outside"}
     assert main(["kb", "documents", "prune-test"]) == 0
     assert [line.split("\t")[2] for line in capsys.readouterr().out.splitlines()] == sorted(
         ["Alpha", "outside"], key=lambda title: listed[title]["doc_id"]
     )
-    assert main(["ingest", "--kb", "prune-test", "--prune", str(other)]) == 2
-    assert "--prune needs a folder" in capsys.readouterr().err
+    assert main(["ingest", "--kb", "prune-test", "--sync", str(other)]) == 2
+    assert "--sync needs a folder" in capsys.readouterr().err
 
 
 def test_ingest_plans_in_chunks_and_reports_progress_as_they_are_embedded():
