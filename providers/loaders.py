@@ -40,7 +40,34 @@ _FRONT_MATTER_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
 # MkDocs / Docusaurus markers that are layout, not text: admonitions, tabs, fenced divs.
 _MARKUP_LINE_RE = re.compile(r'^\s*(!!!|\?\?\?\+?|===\s*"|:::)\S*.*$', re.MULTILINE)
 
+# mkdocstrings' cross-references, ``@[PostgresSaver][PostgresSaver]``: the words they show.
+_AUTOREF_RE = re.compile(r"@\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
+_TAB_RE = re.compile(r'^(?P<indent>[ \t]*)===\+?\s*"')
+
 Sections = list[tuple[str, str]]
+
+
+def first_tabs(markdown: str) -> str:
+    """MkDocs Material content tabs (``=== "Python"`` / ``=== "JS"``, each tab's body indented
+    under its marker) reduced to the first tab of each group, dedented: the variants say the
+    same thing in another language, and kept together they repeat every paragraph."""
+    out: list[str] = []
+    group_indent: int | None = None  # inside a tab group: its markers' indentation
+    keeping = False
+    for line in markdown.splitlines():
+        tab = _TAB_RE.match(line)
+        indent = len(line) - len(line.lstrip())
+        if tab:
+            keeping = group_indent is None or len(tab["indent"]) != group_indent
+            group_indent = len(tab["indent"])
+            continue
+        if group_indent is not None and line.strip() and indent <= group_indent:
+            group_indent, keeping = None, False  # the group ended with this line
+        if group_indent is None:
+            out.append(line)
+        elif keeping:
+            out.append(line[group_indent + 4 :] if line.strip() else "")
+    return "\n".join(out)
 
 
 class _Outline:
@@ -171,6 +198,7 @@ def markdown_sections(markdown: str) -> tuple[str, Sections, dict[str, Any]]:
 
     meta, markdown = front_matter(markdown)
     title = meta["title"].strip() if isinstance(meta.get("title"), str) else ""
+    markdown = _AUTOREF_RE.sub(r"\1", first_tabs(markdown))
     html = MarkdownIt("commonmark").enable("table").render(_MARKUP_LINE_RE.sub("", markdown))
     heading_title, sections = html_sections(html)
     return title or heading_title, sections, meta

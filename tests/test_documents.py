@@ -33,7 +33,13 @@ LangGraph has a built-in persistence layer, implemented through **checkpointers*
 
 === "Python"
 
-    A thread is a unique ID assigned to each checkpoint.
+    A thread is a unique ID assigned to each checkpoint, passed to `.invoke` in the config.
+
+=== "JavaScript"
+
+    A thread is a unique ID assigned to each checkpoint, passed to `.invoke` in the config.
+
+Save them with @[PostgresSaver][PostgresSaver] or `MemorySaver`.
 
 | Saver | Package |
 |---|---|
@@ -60,6 +66,11 @@ def test_markdown_is_parsed_to_clean_text_with_sections(tmp_path):
     assert "implemented through checkpointers. See the how-to guide for details." in doc.text
     assert "SQLite | langgraph-checkpoint-sqlite" in doc.text  # a table row per line
     assert "graph.compile(checkpointer=saver)" in doc.text  # code stays code
+    # One tab of each group (the variants repeat each other); inline code and the words of
+    # a cross-reference kept.
+    assert doc.text.count("A thread is a unique ID") == 1
+    assert "passed to .invoke in the config." in doc.text
+    assert "Save them with PostgresSaver or MemorySaver." in doc.text
 
 
 def test_markdown_front_matter_gives_the_byline(tmp_path):
