@@ -11,6 +11,7 @@ import ipaddress
 import json
 import re
 import socket
+import tempfile
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,7 @@ from datetime import date, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import yaml
@@ -486,7 +488,22 @@ def fetch_url(
     deadline_s: float = 20.0,
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[str, str]:
-    """GET ``url`` (following up to 5 redirects) and return (content type, text). Without
+    """(content type, text) of ``url``: :func:`fetch_url_bytes` decoded by its charset."""
+    content_type, body, charset = fetch_url_bytes(
+        url, allow_private, max_bytes, deadline_s, transport
+    )
+    return content_type, body.decode(charset, "replace")
+
+
+def fetch_url_bytes(
+    url: str,
+    allow_private: bool = False,
+    max_bytes: int = 10_000_000,
+    deadline_s: float = 20.0,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[str, bytes, str]:
+    """GET ``url`` (following up to 5 redirects) and return (content type, body, charset
+    to decode it with). Without
     ``allow_private`` each hop connects to the address that was checked, not to a second
     resolution of the name (DNS rebinding). The body is capped at ``max_bytes`` and the
     whole fetch at ``deadline_s`` (checked between reads of at most 5 s each)."""
@@ -511,15 +528,15 @@ def fetch_url(
                     continue
                 if response.status_code >= 400:
                     raise KnowledgeBaseError(f"could not fetch {url}: HTTP {response.status_code}")
-                return response.headers.get("content-type", ""), _read_capped(
-                    response, url, max_bytes, deadline
-                )
+                body = _read_capped(response, url, max_bytes, deadline)
+                charset = response.charset_encoding or "utf-8"
+                return response.headers.get("content-type", ""), body, charset
             finally:
                 response.close()
     raise KnowledgeBaseError(f"too many redirects fetching {url}")
 
 
-def _read_capped(response: httpx.Response, url: str, max_bytes: int, deadline: float) -> str:
+def _read_capped(response: httpx.Response, url: str, max_bytes: int, deadline: float) -> bytes:
     body = bytearray()
     try:
         for part in response.iter_bytes():
@@ -529,7 +546,7 @@ def _read_capped(response: httpx.Response, url: str, max_bytes: int, deadline: f
             _remaining(deadline, url)
     except httpx.HTTPError as exc:
         raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
-    return body.decode(response.charset_encoding or "utf-8", "replace")
+    return bytes(body)
 
 
 def _remaining(deadline: float, url: str) -> httpx.Timeout:
@@ -542,10 +559,23 @@ def _remaining(deadline: float, url: str) -> httpx.Timeout:
 def load_url(
     url: str, allow_private: bool = False, max_bytes: int = 10_000_000
 ) -> list[SourceDocument]:
-    """A web page (HTML or plain text) as one document."""
+    """A web page as one document, read by what its content type says it is: a PDF, HTML,
+    Markdown, or plain text."""
     deadline = get_settings().url_fetch_deadline_s
-    content_type, raw = fetch_url(url, allow_private, max_bytes, deadline)
-    title, sections = html_sections(raw) if "html" in content_type else ("", [("", raw)])
+    content_type, body, charset = fetch_url_bytes(url, allow_private, max_bytes, deadline)
+    kind = content_type.split(";")[0].strip().lower()
+    path = urlsplit(url).path.lower()
+    if kind == "application/pdf" or (kind == "application/octet-stream" and path.endswith(".pdf")):
+        with tempfile.TemporaryDirectory() as folder:
+            pdf = Path(folder) / "fetched.pdf"
+            pdf.write_bytes(body)
+            title, sections = pdf_sections(pdf, url)
+    elif "html" in kind:
+        title, sections = html_sections(body.decode(charset, "replace"))
+    elif kind in ("text/markdown", "text/x-markdown") or path.endswith((".md", ".markdown")):
+        title, sections, _ = markdown_sections(body.decode(charset, "replace"))
+    else:
+        title, sections = "", [("", body.decode(charset, "replace"))]
     metadata = {"title": title or url, "source": url}
     return [sectioned_document(_stable_id("url", url), sections, metadata, url)]
 

@@ -250,3 +250,41 @@ def test_a_new_byline_re_embeds_a_document_an_unchanged_one_is_skipped(isolated_
     assert kb.add([plain]).unchanged_documents == 1
     bylined = SourceDocument(row["doc_id"], row["text"], {"title": row["title"], "byline": "X"})
     assert kb.add([bylined]).replaced_documents == 1
+
+
+def test_a_url_is_read_as_what_its_content_type_says(tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from reflexrag.providers.loaders import load_url
+
+    pages = {
+        "/manual": ("application/pdf", minimal_pdf(["Check the tyres monthly."], "Manual")),
+        "/notes.md": ("text/plain", b"# Notes\n\nHerons **eat** fish.\n"),
+        "/plain": ("text/plain; charset=utf-8", "Reiher fressen gern Fisch, täglich.".encode()),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            kind, body = pages[self.path]
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        (pdf,) = load_url(f"{base}/manual", allow_private=True)
+        (markdown,) = load_url(f"{base}/notes.md", allow_private=True)
+        (plain,) = load_url(f"{base}/plain", allow_private=True)
+    finally:
+        server.shutdown()
+    assert pdf.metadata["title"] == "Manual" and pdf.text == "Check the tyres monthly."
+    assert markdown.metadata["title"] == "Notes" and markdown.text == "Herons eat fish."
+    assert plain.text == "Reiher fressen gern Fisch, täglich."
