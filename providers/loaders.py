@@ -487,26 +487,12 @@ def fetch_url(
     max_bytes: int = 10_000_000,
     deadline_s: float = 20.0,
     transport: httpx.BaseTransport | None = None,
-) -> tuple[str, str]:
-    """(content type, text) of ``url``: :func:`fetch_url_bytes` decoded by its charset."""
-    content_type, body, charset = fetch_url_bytes(
-        url, allow_private, max_bytes, deadline_s, transport
-    )
-    return content_type, body.decode(charset, "replace")
-
-
-def fetch_url_bytes(
-    url: str,
-    allow_private: bool = False,
-    max_bytes: int = 10_000_000,
-    deadline_s: float = 20.0,
-    transport: httpx.BaseTransport | None = None,
 ) -> tuple[str, bytes, str]:
-    """GET ``url`` (following up to 5 redirects) and return (content type, body, charset
-    to decode it with). Without
-    ``allow_private`` each hop connects to the address that was checked, not to a second
-    resolution of the name (DNS rebinding). The body is capped at ``max_bytes`` and the
-    whole fetch at ``deadline_s`` (checked between reads of at most 5 s each)."""
+    """GET ``url`` (following up to 5 redirects) and return (content type, body, charset to
+    decode it with). Without ``allow_private`` each hop connects to the address that was
+    checked, not to a second resolution of the name (DNS rebinding). The body is capped at
+    ``max_bytes`` and the whole fetch at ``deadline_s`` (checked between reads of at most 5 s
+    each)."""
     deadline = time.monotonic() + deadline_s
     target = check_url_syntax(url)
     with httpx.Client(transport=transport, follow_redirects=False) as client:
@@ -562,7 +548,7 @@ def load_url(
     """A web page as one document, read by what its content type says it is: a PDF, HTML,
     Markdown, or plain text."""
     deadline = get_settings().url_fetch_deadline_s
-    content_type, body, charset = fetch_url_bytes(url, allow_private, max_bytes, deadline)
+    content_type, body, charset = fetch_url(url, allow_private, max_bytes, deadline)
     kind = content_type.split(";")[0].strip().lower()
     path = urlsplit(url).path.lower()
     if kind == "application/pdf" or (kind == "application/octet-stream" and path.endswith(".pdf")):

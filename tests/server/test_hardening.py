@@ -523,10 +523,10 @@ def test_the_fetch_connects_to_the_address_that_was_checked(monkeypatch):
         return httpx.Response(200, text="public page", headers={"content-type": "text/plain"})
 
     monkeypatch.setattr(loaders.socket, "getaddrinfo", resolve)
-    _, text = loaders.fetch_url(
+    _, body, charset = loaders.fetch_url(
         "https://rebind.example/page", transport=httpx.MockTransport(handler)
     )
-    assert text == "public page"
+    assert body.decode(charset) == "public page"
     [request] = seen
     assert request.url.host == "93.184.216.34"
     assert request.headers["host"] == "rebind.example"
