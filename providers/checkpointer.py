@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -84,3 +85,28 @@ async def open_checkpointer(settings: Settings | None = None) -> AsyncIterator[B
     """One saver, for single-run callers such as the CLI."""
     async with open_checkpointers(settings) as checkpointers:
         yield checkpointers.shared
+
+
+async def copy_checkpoints(saver: BaseCheckpointSaver, source: str, target: str) -> None:
+    """Every checkpoint of ``source`` (each namespace, oldest first, so each one's parent is
+    already there) and its pending writes, written again under ``target``. Through the saver's
+    own interface, since the SQLite and Postgres savers implement no ``acopy_thread``."""
+    tuples = [item async for item in saver.alist({"configurable": {"thread_id": source}})]
+    for item in reversed(tuples):  # alist gives newest first
+        stored = item.config["configurable"]
+        parent = item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None
+        config = {
+            "configurable": {
+                "thread_id": target,
+                "checkpoint_ns": stored.get("checkpoint_ns", ""),
+                **({"checkpoint_id": parent} if parent else {}),
+            }
+        }
+        written = await saver.aput(
+            config, item.checkpoint, item.metadata, item.checkpoint["channel_versions"]
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in item.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            await saver.aput_writes(written, writes, task_id)

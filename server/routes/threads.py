@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 
 from reflexrag.graphs import compile_strategy
+from reflexrag.providers.checkpointer import copy_checkpoints
 from reflexrag.server.deps import Owner, errors, owned_thread, runs, same_thread, snapshot_of, store
 from reflexrag.server.schemas import (
     CheckpointRef,
@@ -120,31 +120,6 @@ async def copy_thread(request: Request, thread_id: str, owner: Owner) -> dict[st
     copied = await thread_json(request, await owned_thread(request, copy["thread_id"], owner))
     copied.pop("values")  # as LangGraph Server's reply: the copy's state is one GET away
     return copied
-
-
-async def copy_checkpoints(saver: BaseCheckpointSaver, source: str, target: str) -> None:
-    """Every checkpoint of ``source`` (each namespace, oldest first, so each one's parent is
-    already there) and its pending writes, written again under ``target``. Through the saver's
-    own interface, since the SQLite and Postgres savers implement no ``acopy_thread``."""
-    tuples = [item async for item in saver.alist({"configurable": {"thread_id": source}})]
-    for item in reversed(tuples):  # alist gives newest first
-        stored = item.config["configurable"]
-        parent = item.parent_config["configurable"]["checkpoint_id"] if item.parent_config else None
-        config = {
-            "configurable": {
-                "thread_id": target,
-                "checkpoint_ns": stored.get("checkpoint_ns", ""),
-                **({"checkpoint_id": parent} if parent else {}),
-            }
-        }
-        written = await saver.aput(
-            config, item.checkpoint, item.metadata, item.checkpoint["channel_versions"]
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in item.pending_writes or []:
-            by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, writes in by_task.items():
-            await saver.aput_writes(written, writes, task_id)
 
 
 @router.delete("/{thread_id}", status_code=204, responses=errors(404))
