@@ -239,12 +239,13 @@ class KnowledgeBase:
         if the process dies midway (``reconcile`` finishes the job on the next open)."""
         wanted = sorted(set(doc_ids))
         with self._write_lock, self.lexical.exclusive():
-            stored = [doc_id for doc_id in wanted if self._has_document(doc_id)]
+            stored = [doc_id for doc_id in wanted if self.has_document(doc_id)]
             for doc_id in stored:
                 self._remove_document(doc_id)
         return stored
 
-    def _has_document(self, doc_id: str) -> bool:
+    def has_document(self, doc_id: str) -> bool:
+        """Whether a document of this id is stored (one chunk of it is looked up)."""
         return bool(self._collection.get(where={"doc_id": doc_id}, include=[], limit=1)["ids"])
 
     def reconcile(self) -> int:

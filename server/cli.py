@@ -341,7 +341,7 @@ def _kb(args: argparse.Namespace) -> int:
     if args.kb_command == "rm":
         with knowledge_base_writer("reflexrag kb rm"):
             kb = get_knowledge_base(args.name, create=False)
-            unknown = sorted(set(args.doc_ids) - {doc["doc_id"] for doc in kb.documents()})
+            unknown = sorted(doc_id for doc_id in set(args.doc_ids) if not kb.has_document(doc_id))
             if unknown:  # nothing is removed unless every id is there
                 raise CLIError(f"no document {', '.join(map(repr, unknown))} in {args.name!r}")
             removed = kb.delete_documents(args.doc_ids)
