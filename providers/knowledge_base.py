@@ -56,6 +56,10 @@ class KnowledgeBaseError(ValueError):
     """A user-facing problem with a knowledge base name or its documents."""
 
 
+class IngestLimitError(KnowledgeBaseError):
+    """An input over one of the configured caps on the work an ingest may cause (HTTP 413)."""
+
+
 class StoreUnavailableError(RuntimeError):
     """The vector store's server cannot be reached (a dependency down: HTTP 503)."""
 
@@ -287,8 +291,11 @@ class KnowledgeBase:
         progress: Callable[[int], None] | None = None,
         planned: Callable[[int], None] | None = None,
         report: IngestReport | None = None,
+        max_chunks: int | None = None,
     ) -> IngestReport:
         """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced.
+        A document id given twice is one document, the last given (as two upserts leave it).
+        Over ``max_chunks`` new chunks, nothing is written (:class:`IngestLimitError`).
 
         Every document is chunked first, so ``planned`` learns how many chunks there are to
         embed, then ``progress`` how many more are embedded, ``EMBED_SLICE`` at a time.
@@ -297,16 +304,25 @@ class KnowledgeBase:
         that keeps the keyword index a subset of the vector store: unindex and delete what is
         replaced, store, index. ``report`` (filled as batches are stored) tells a caller that
         stops the ingest midway what is already stored."""
-        documents = list(documents)
+        documents = list({doc.doc_id: doc for doc in documents}.values())
         for doc in documents:
             if not doc.doc_id or not doc.text.strip():
                 raise KnowledgeBaseError(f"document {doc.doc_id!r} has no id or no text")
         report = report if report is not None else IngestReport()
         with self._write_lock, self.lexical.exclusive():
             self._reconcile()
-            batches = self._plan(documents, report)
+            planning = IngestReport()
+            batches = self._plan(documents, planning)
+            chunks = sum(len(batch.ids) for batch in batches)
+            if max_chunks is not None and chunks > max_chunks:
+                raise IngestLimitError(
+                    f"these documents make {chunks} chunks, over the cap of {max_chunks} per "
+                    "request (REFLEXRAG_MAX_INGEST_CHUNKS); send fewer at a time"
+                )
+            for name in ("added_documents", "replaced_documents", "unchanged_documents"):
+                setattr(report, name, getattr(report, name) + getattr(planning, name))
             if planned:
-                planned(sum(len(batch.ids) for batch in batches))
+                planned(chunks)
             for batch in batches:
                 for doc_id in batch.replaces:
                     self._remove_document(doc_id)
@@ -320,8 +336,6 @@ class KnowledgeBase:
         for doc in documents:
             # What is embedded: a new title or byline re-embeds the document too.
             digest = content_hash(with_title(document_heading(doc.metadata), doc.text))
-            if doc.doc_id in batches[-1].doc_ids:
-                batches.append(_WriteBatch())  # the same id again: after the first is written
             if stored.get(doc.doc_id) == digest:
                 report.unchanged_documents += 1
                 continue

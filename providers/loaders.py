@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import tempfile
+import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,7 @@ import yaml
 
 from reflexrag.providers.knowledge_base import (
     METADATA_TYPES,
+    IngestLimitError,
     IngestReport,
     KnowledgeBaseError,
     SourceDocument,
@@ -206,18 +208,50 @@ def markdown_sections(markdown: str) -> tuple[str, Sections, dict[str, Any]]:
     return title or heading_title, sections, meta
 
 
+class _TextBudget:
+    """Counts the characters read from one document and stops at the cap, so an input that
+    expands (a stream bomb, a zip of one huge text node) is refused before it is all read."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.limit, self.used = name, get_settings().max_document_chars, 0
+
+    def take(self, text: str) -> str:
+        self.used += len(text)
+        if self.used > self.limit:
+            raise IngestLimitError(
+                f"{self.name} holds more than {self.limit} characters, the cap per document "
+                "(REFLEXRAG_MAX_DOCUMENT_CHARS)"
+            )
+        return text
+
+
+def _unreadable(name: str, what: str, exc: Exception) -> KnowledgeBaseError:
+    # A parser meeting a malformed or hostile file can raise nearly anything (pypdf's own
+    # errors, lxml's XMLSyntaxError for an undefined entity or billion laughs, KeyError,
+    # RecursionError): each means the file cannot be read, a 422, never a 500.
+    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return KnowledgeBaseError(f"{name} is not a readable {what} ({reason})")
+
+
 def pdf_sections(path: Path, name: str) -> tuple[str, Sections]:
     """(title, one section per page ``page N``) of a text PDF, read by pypdf: the title is
-    the PDF's own (its metadata), and each page's text is :func:`clean_pdf_text`."""
+    the PDF's own (its metadata), and each page's text is :func:`clean_pdf_text`. At most
+    ``max_pdf_pages`` pages and ``max_document_chars`` characters are read."""
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
+    budget = _TextBudget(name)
     try:
         reader = PdfReader(path)
-        pages = [clean_pdf_text(page.extract_text() or "") for page in reader.pages]
+        if (count := len(reader.pages)) > (most := get_settings().max_pdf_pages):
+            raise IngestLimitError(
+                f"{name} has {count} pages, over the cap of {most} (REFLEXRAG_MAX_PDF_PAGES)"
+            )
+        pages = [clean_pdf_text(budget.take(page.extract_text() or "")) for page in reader.pages]
         title = (reader.metadata.title if reader.metadata else None) or ""
-    except (PdfReadError, ValueError, OSError) as exc:
-        raise KnowledgeBaseError(f"{name} is not a readable PDF ({exc})") from None
+    except IngestLimitError:
+        raise
+    except Exception as exc:
+        raise _unreadable(name, "PDF", exc) from None
     sections = [(f"page {n}", text) for n, text in enumerate(pages, start=1) if text]
     title = clean_pdf_text(str(title)).replace("\n", " ")
     return title or (first_heading(sections[0][1]) if sections else ""), sections
@@ -280,25 +314,28 @@ def docx_sections(path: Path, name: str) -> tuple[str, Sections]:
     """(title, sections) of a Word document: its "Title" paragraph, paragraphs by their
     Heading styles, and its tables' rows (python-docx)."""
     import docx
-    from docx.opc.exceptions import PackageNotFoundError
 
+    budget = _TextBudget(name)
     try:
         document = docx.Document(str(path))
-    except (PackageNotFoundError, ValueError, KeyError, OSError) as exc:
-        raise KnowledgeBaseError(f"{name} is not a readable .docx file ({exc})") from None
-    outline, title = _Outline(), ""
-    for paragraph in document.paragraphs:
-        style = paragraph.style.name if paragraph.style is not None else ""
-        level = re.fullmatch(r"Heading (\d)", style)
-        if style == "Title":
-            title = title or paragraph.text.strip()
-        elif level:
-            outline.heading(int(level.group(1)), paragraph.text.strip())
-        elif paragraph.text.strip():
-            outline.add(paragraph.text.strip())
-    for table in document.tables:
-        for row in table.rows:
-            outline.add(" | ".join(cell.text.strip() for cell in row.cells))
+        outline, title = _Outline(), ""
+        for paragraph in document.paragraphs:
+            style = paragraph.style.name if paragraph.style is not None else ""
+            level = re.fullmatch(r"Heading (\d)", style)
+            text = budget.take(paragraph.text.strip())
+            if style == "Title":
+                title = title or text
+            elif level:
+                outline.heading(int(level.group(1)), text)
+            elif text:
+                outline.add(text)
+        for table in document.tables:
+            for row in table.rows:
+                outline.add(budget.take(" | ".join(cell.text.strip() for cell in row.cells)))
+    except IngestLimitError:
+        raise
+    except Exception as exc:
+        raise _unreadable(name, ".docx file", exc) from None
     return title, outline.result()
 
 
@@ -364,6 +401,7 @@ def load_jsonl(path: Path) -> list[SourceDocument]:
         text = row.get("text") if isinstance(row, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise KnowledgeBaseError(f"{path}:{number}: a row needs a non-empty 'text' field")
+        _TextBudget(f"{path}:{number}").take(text)
         doc_id = str(row.get("doc_id") or _stable_id(path.stem, text))
         metadata: dict[str, Any] = {}
         for key, value in row.items():
@@ -410,7 +448,7 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
         title, sections = docx_sections(path, name)
     else:
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = _TextBudget(name).take(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
             raise KnowledgeBaseError(f"{name} is not UTF-8 text") from None
         if suffix in {".html", ".htm"}:
@@ -430,11 +468,13 @@ def load_path(path: Path, display_name: str | None = None) -> list[SourceDocumen
 # IPv6 forms that carry an IPv4 address: NAT64 (RFC 6052) and 6to4 (RFC 3056).
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+# Local-use NAT64 (RFC 8215): translated inside one operator's network, so never public.
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 
 def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Globally routable, counting the IPv4 address inside NAT64, 6to4 and mapped forms."""
-    if address.is_multicast or not address.is_global:
+    if address.is_multicast or not address.is_global or address in _LOCAL_NAT64:
         return False
     if isinstance(address, ipaddress.IPv6Address):
         embedded = address.ipv4_mapped or address.sixtofour
@@ -491,47 +531,67 @@ def fetch_url(
     """GET ``url`` (following up to 5 redirects) and return (content type, body, charset to
     decode it with). Without ``allow_private`` each hop connects to the address that was
     checked, not to a second resolution of the name (DNS rebinding). The body is capped at
-    ``max_bytes`` and the whole fetch at ``deadline_s`` (checked between reads of at most 5 s
-    each)."""
+    ``max_bytes`` and the whole fetch, headers included, at ``deadline_s`` (reads of at
+    most 5 s each)."""
     deadline = time.monotonic() + deadline_s
     target = check_url_syntax(url)
     with httpx.Client(transport=transport, follow_redirects=False) as client:
-        for _ in range(6):
-            request = client.build_request("GET", target, timeout=_remaining(deadline, url))
-            if not allow_private:
-                address = resolve_public_address(target)
-                request.url = target.copy_with(host=address)
-                request.headers["Host"] = target.netloc.decode("ascii")
-                request.extensions["sni_hostname"] = target.host
-            try:
-                response = client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
-            try:
-                if response.is_redirect:
-                    location = response.headers.get("location", "")
-                    target = check_url_syntax(str(target.join(location)))
-                    continue
-                if response.status_code >= 400:
-                    raise KnowledgeBaseError(f"could not fetch {url}: HTTP {response.status_code}")
-                body = _read_capped(response, url, max_bytes, deadline)
-                charset = response.charset_encoding or "utf-8"
-                return response.headers.get("content-type", ""), body, charset
-            finally:
-                response.close()
+        # httpx times each read, not the whole: a server sending its headers a byte at a time
+        # never trips a read timeout. At the deadline the client is closed under the fetch,
+        # which fails the read in progress.
+        watchdog = threading.Timer(deadline_s, client.close)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return _fetch(client, target, url, allow_private, max_bytes, deadline)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            if time.monotonic() >= deadline:
+                raise KnowledgeBaseError(f"fetching {url} took longer than allowed") from None
+            if isinstance(exc, RuntimeError):
+                raise
+            raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
+        finally:
+            watchdog.cancel()
+
+
+def _fetch(
+    client: httpx.Client,
+    target: httpx.URL,
+    url: str,
+    allow_private: bool,
+    max_bytes: int,
+    deadline: float,
+) -> tuple[str, bytes, str]:
+    for _ in range(6):
+        request = client.build_request("GET", target, timeout=_remaining(deadline, url))
+        if not allow_private:
+            address = resolve_public_address(target)
+            request.url = target.copy_with(host=address)
+            request.headers["Host"] = target.netloc.decode("ascii")
+            request.extensions["sni_hostname"] = target.host
+        response = client.send(request, stream=True)
+        try:
+            if response.is_redirect:
+                location = response.headers.get("location", "")
+                target = check_url_syntax(str(target.join(location)))
+                continue
+            if response.status_code >= 400:
+                raise KnowledgeBaseError(f"could not fetch {url}: HTTP {response.status_code}")
+            body = _read_capped(response, url, max_bytes, deadline)
+            charset = response.charset_encoding or "utf-8"
+            return response.headers.get("content-type", ""), body, charset
+        finally:
+            response.close()
     raise KnowledgeBaseError(f"too many redirects fetching {url}")
 
 
 def _read_capped(response: httpx.Response, url: str, max_bytes: int, deadline: float) -> bytes:
     body = bytearray()
-    try:
-        for part in response.iter_bytes():
-            body += part
-            if len(body) > max_bytes:
-                raise KnowledgeBaseError(f"{url} is larger than {max_bytes} bytes")
-            _remaining(deadline, url)
-    except httpx.HTTPError as exc:
-        raise KnowledgeBaseError(f"could not fetch {url}: {exc}") from None
+    for part in response.iter_bytes():
+        body += part
+        if len(body) > max_bytes:
+            raise KnowledgeBaseError(f"{url} is larger than {max_bytes} bytes")
+        _remaining(deadline, url)
     return bytes(body)
 
 

@@ -120,6 +120,25 @@ class Settings(BaseSettings):
     cors_origins: str = Field(default="", description="Comma-separated allowed CORS origins.")
     max_body_bytes: int = Field(default=1_000_000, description="Largest JSON request body.")
     max_upload_bytes: int = Field(default=10_000_000, description="Largest uploaded file.")
+    # The byte caps bound the wire, not what a file expands to: a small DOCX can hold a
+    # million words, a 3 MB PDF ten thousand pages. These bound the work one input causes.
+    max_document_chars: int = Field(
+        default=5_000_000, ge=1, description="Most characters read from one document."
+    )
+    max_pdf_pages: int = Field(default=2_000, ge=1, description="Most pages read from one PDF.")
+    header_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="Time a connection has to send a complete request head (slow-loris guard).",
+    )
+    max_connections: int = Field(
+        default=1000, ge=1, description="Open connections (or requests) before answering 503."
+    )
+    max_ingest_chunks: int = Field(
+        default=2_000,
+        ge=1,
+        description="Most new chunks one HTTP ingest request may embed (the CLI has no cap).",
+    )
     allow_private_urls: bool = Field(
         default=False, description="Let URL ingestion fetch loopback/private addresses."
     )

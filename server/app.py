@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
 from reflexrag.providers.database import async_postgres_pool
 from reflexrag.providers.knowledge_base import (
+    IngestLimitError,
     KnowledgeBaseError,
     StoreUnavailableError,
     knowledge_base_writer,
@@ -215,6 +216,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(KnowledgeBaseError)
     async def kb_error(request: Request, exc: KnowledgeBaseError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(IngestLimitError)
+    async def over_a_cap(request: Request, exc: IngestLimitError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=413)
 
     @app.exception_handler(StoredTextError)
     async def unstorable(request: Request, exc: StoredTextError) -> JSONResponse:

@@ -429,9 +429,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     from reflexrag.providers.settings import get_settings
     from reflexrag.server.app import create_app
+    from reflexrag.server.serving import server_config
 
-    print(f"reflexrag: data in {get_settings().data_dir}", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    settings = get_settings()
+    print(f"reflexrag: data in {settings.data_dir}", file=sys.stderr, flush=True)
+    config = server_config(create_app(), args.host, args.port, settings, log_level=args.log_level)
+    uvicorn.Server(config).run()
     return 0
 
 

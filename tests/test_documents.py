@@ -4,17 +4,21 @@ chunks carry the section heading (tests make their own small files)."""
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import docx
 import pytest
 
 from reflexrag.providers.knowledge_base import (
+    IngestLimitError,
     KnowledgeBaseError,
     SourceDocument,
     get_knowledge_base,
 )
 from reflexrag.providers.loaders import clean_pdf_text, load_path
+from reflexrag.providers.settings import get_settings
 
 LANGGRAPH_STYLE = """---
 title: Persistence
@@ -117,16 +121,24 @@ def test_a_docx_file_is_read_by_its_headings_and_tables(tmp_path):
     assert doc.sections == [("Revenue", "Revenue grew 12 percent.\n\nQ1 | 4.2M")]
 
 
-def minimal_pdf(lines: list[str], title: str = "") -> bytes:
-    """A one-page text PDF (Helvetica), written by hand so the test needs no PDF writer;
-    ``title`` goes in its metadata (the document information dictionary)."""
+def minimal_pdf(
+    lines: list[str], title: str = "", pages: int = 1, stream: bytes | None = None
+) -> bytes:
+    """A text PDF (Helvetica) of ``pages`` pages showing ``lines``, written by hand so the
+    test needs no PDF writer; ``title`` goes in its metadata (the document information
+    dictionary); ``stream`` replaces the page content by a FlateDecode-compressed one."""
     text = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+    content = (
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text.encode())
+        if stream is None
+        else b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream)
+    )
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join([b"3 0 R"] * pages), pages),
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
         b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text.encode()),
+        content,
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Title (%s) >>" % title.encode(),
     ]
@@ -191,6 +203,89 @@ def test_a_broken_pdf_or_docx_is_a_clear_error(tmp_path):
         path.write_bytes(b"not really " + name.encode())
         with pytest.raises(KnowledgeBaseError, match=rf"{name} is not a readable"):
             load_path(path)
+
+
+def rewritten_docx(path: Path, body: bytes, prolog: bytes = b"") -> Path:
+    """A Word file whose one paragraph says ``body`` (raw XML), after ``prolog`` (a DOCTYPE)."""
+    document = docx.Document()
+    document.add_paragraph("PLACEHOLDER")
+    plain = path.with_suffix(".plain.docx")
+    document.save(str(plain))
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                declaration, rest = data.split(b"?>", 1)
+                data = declaration + b"?>" + prolog + rest.replace(b"PLACEHOLDER", body)
+            target.writestr(item, data)
+    return path
+
+
+BILLION_LAUGHS = (
+    b'<!DOCTYPE d [<!ENTITY l0 "lol">'
+    + b"".join(b'<!ENTITY l%d "%s">' % (n, b"&l%d;" % (n - 1) * 10) for n in range(1, 10))
+    + b"]>"
+)
+
+
+def stream_bomb(size: int) -> bytes:
+    """``size`` zero bytes, deflated (a few hundred bytes per megabyte)."""
+    packer = zlib.compressobj(9)
+    block = bytes(1 << 20)
+    return b"".join(packer.compress(block) for _ in range(size >> 20)) + packer.flush()
+
+
+def test_hostile_pdf_and_docx_files_are_clear_errors_not_crashes(tmp_path):
+    cases = {
+        "laughs.docx": rewritten_docx(tmp_path / "laughs.docx", b"&l9;", BILLION_LAUGHS),
+        "entity.docx": rewritten_docx(tmp_path / "entity.docx", b"&undefined;"),
+    }
+    bomb = tmp_path / "bomb.pdf"
+    bomb.write_bytes(minimal_pdf([], stream=stream_bomb(80 << 20)))
+    cases["bomb.pdf"] = bomb
+    assert bomb.stat().st_size < 200_000  # small on the wire, 80 MB inflated
+    for name, path in cases.items():
+        with pytest.raises(KnowledgeBaseError, match=rf"{name} is not a readable"):
+            load_path(path)
+
+
+def test_what_one_document_expands_to_is_capped(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFLEXRAG_MAX_PDF_PAGES", "3")
+    monkeypatch.setenv("REFLEXRAG_MAX_DOCUMENT_CHARS", "100")
+    get_settings.cache_clear()
+    try:
+        pdf = tmp_path / "long.pdf"
+        pdf.write_bytes(minimal_pdf(["One line."], pages=4))
+        with pytest.raises(IngestLimitError, match=r"4 pages, over the cap of 3 .*MAX_PDF_PAGES"):
+            load_path(pdf)
+        pdf.write_bytes(minimal_pdf(["One line."], pages=3))
+        assert len(load_path(pdf)[0].sections) == 3
+        wordy = rewritten_docx(tmp_path / "wordy.docx", b"word " * 30)
+        with pytest.raises(IngestLimitError, match=r"more than 100 characters.*DOCUMENT_CHARS"):
+            load_path(wordy)
+        with pytest.raises(IngestLimitError, match="more than 100 characters"):
+            load_path(write(tmp_path / "long.md", "# Long\n\n" + "word " * 30))
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+
+
+def test_a_document_id_given_twice_in_one_ingest_is_the_last_one(isolated_data_dir):
+    kb = get_knowledge_base("twice")
+    report = kb.add(
+        [SourceDocument("d", "Herons eat fish.", {}), SourceDocument("d", "Herons fly.", {})]
+    )
+    assert (report.added_documents, report.replaced_documents) == (1, 0)
+    assert [doc.page_content for doc in kb.search("herons", 4)] == ["Herons fly."]
+
+
+def test_over_the_chunk_cap_nothing_is_stored(isolated_data_dir):
+    kb = get_knowledge_base("capped")
+    many = [SourceDocument(f"d{n}", f"Fact number {n}.", {}) for n in range(5)]
+    with pytest.raises(IngestLimitError, match="make 5 chunks, over the cap of 4"):
+        kb.add(many, max_chunks=4)
+    assert kb.count() == 0
+    assert kb.add(many[:4], max_chunks=4).added_documents == 4
 
 
 def test_chunks_carry_their_section_and_never_straddle_two(tmp_path, isolated_data_dir):

@@ -129,7 +129,8 @@ async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, 
         upload = (await request.form()).get("file")
         if not isinstance(upload, StarletteUploadFile):
             raise HTTPException(422, "send the file in a multipart field named 'file'")
-        return await ingest(name, owner, await uploaded_documents(upload))
+        documents = await uploaded_documents(upload)
+        return await ingest(name, owner, documents, _chunk_cap(request))
     try:
         body = DocumentsIn.model_validate_json(await request.body())
     except ValidationError as exc:
@@ -154,14 +155,20 @@ async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, 
     documents += await asyncio.to_thread(
         load_urls, body.urls, settings.allow_private_urls, settings.max_upload_bytes
     )
-    return await ingest(name, owner, documents, creator)
+    return await ingest(name, owner, documents, _chunk_cap(request), creator)
 
 
 @router.post("/{name}/files", responses=_WRITES)
-async def upload_file(name: str, file: UploadFile, owner: Owner) -> dict[str, Any]:
+async def upload_file(
+    request: Request, name: str, file: UploadFile, owner: Owner
+) -> dict[str, Any]:
     """The same as a multipart POST to ``/kb/{name}/documents``."""
     validate_kb_name(name)
-    return await ingest(name, owner, await uploaded_documents(file))
+    return await ingest(name, owner, await uploaded_documents(file), _chunk_cap(request))
+
+
+def _chunk_cap(request: Request) -> int:
+    return request.app.state.settings.max_ingest_chunks
 
 
 async def uploaded_documents(file: StarletteUploadFile) -> list[SourceDocument]:
@@ -186,10 +193,14 @@ async def uploaded_documents(file: StarletteUploadFile) -> list[SourceDocument]:
 
 
 async def ingest(
-    name: str, owner: str, documents: list[SourceDocument], creator: str | None = None
+    name: str,
+    owner: str,
+    documents: list[SourceDocument],
+    max_chunks: int,
+    creator: str | None = None,
 ) -> dict[str, Any]:
     if creator is None:
         creator = await kb_owner_for_writing(name, owner)
     kb = await asyncio.to_thread(get_knowledge_base, name, True, creator)
-    report = await asyncio.to_thread(kb.add, documents)
+    report = await asyncio.to_thread(kb.add, documents, max_chunks=max_chunks)
     return {"kb": name, **asdict(report), "chunks": await asyncio.to_thread(kb.count)}

@@ -54,11 +54,32 @@ def validate_input(body: RunCreate, graph_id: str) -> None:
             raise HTTPException(422, f"{field}: no node {unknown} in {graph_id}: {sorted(nodes)}")
     if body.input is not None and body.command is not None:
         raise HTTPException(422, "send either input or command, not both")
+    if body.command is not None:
+        check_command(body.command, nodes, graph_id)
     if body.input is not None:
         try:
             check_question(body.input.get("question"))
         except ValueError as exc:
             raise HTTPException(422, f"input.question: {exc}") from None
+
+
+def check_command(command: dict[str, Any], nodes: set[str], graph_id: str) -> None:
+    """A command that would do nothing, or fail inside the run, is refused up front: one with
+    no field, a ``goto`` to a node the graph lacks, an ``update`` that is not state keys."""
+    if not command:
+        raise HTTPException(422, "command: give 'resume', 'goto' or 'update'")
+    goto = command.get("goto")
+    if goto is not None:
+        targets = goto if isinstance(goto, list) else [goto]
+        names = [t.get("node") if isinstance(t, dict) else t for t in targets]
+        unknown = [name for name in names if name not in nodes]
+        if unknown:
+            raise HTTPException(
+                422, f"command.goto: no node {unknown} in {graph_id}: {sorted(nodes)}"
+            )
+    update = command.get("update")
+    if update is not None and not isinstance(update, dict | list):
+        raise HTTPException(422, "command.update: an object of state keys and their values")
 
 
 async def start_run(
@@ -77,6 +98,8 @@ async def start_run(
     if temporary:
         if body.command is not None or checkpoint_id:
             raise HTTPException(422, "a stateless run has no thread to resume or fork")
+        if body.input is None:
+            raise HTTPException(422, "a stateless run needs an input")
         thread = await store(request).create_thread(owner, {"stateless": True})
     else:
         same_thread(
@@ -93,6 +116,8 @@ async def start_run(
             await snapshot_of(request, thread, checkpoint_id)  # 404 when it does not exist
         if body.command is not None and "resume" in body.command:
             await require_paused(request, thread)
+        if body.input is None and body.command is None and not checkpoint_id:
+            await require_state(request, thread)
     spec = RunSpec(
         thread_id=thread["thread_id"],
         graph_thread=thread["graph_thread"],
@@ -112,6 +137,17 @@ async def start_run(
         interrupt_after=body.interrupt_after,
     )
     return await runs(request).start(spec)
+
+
+async def require_state(request: Request, thread: dict[str, Any]) -> None:
+    """A run without input continues the thread's state: 422 when there is none yet."""
+    if await runs(request).busy(thread["graph_thread"]):
+        return  # the run ahead of it will leave state to continue
+    snapshot = await snapshot_of(request, thread)
+    if snapshot is None or snapshot.created_at is None:  # no checkpoint yet
+        raise HTTPException(
+            422, f"thread {thread['thread_id']} has no state yet: the first run needs an input"
+        )
 
 
 async def require_paused(request: Request, thread: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from reflexrag.benchmarks import services
 from reflexrag.benchmarks.services import new_database
 from reflexrag.providers.settings import Settings
 from reflexrag.server.app import create_app
+from reflexrag.server.serving import server_config
 from tests.conftest import REPO, free_port
 from tests.flow import SELF_RAG_FIRST_PASS
 
@@ -25,13 +26,14 @@ SELF_RAG_ANSWERED = ["prepare", *SELF_RAG_FIRST_PASS]
 
 @asynccontextmanager
 async def running_server(data_dir: Path, **settings: object) -> AsyncIterator[str]:
-    app = create_app(Settings(data_dir=data_dir, **settings))
+    config = Settings(data_dir=data_dir, **settings)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
+        server_config(
+            create_app(config),
+            "127.0.0.1",
+            port,
+            config,
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=5,

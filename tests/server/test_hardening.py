@@ -35,10 +35,20 @@ async def keyed_url(tmp_path_factory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def web_server() -> Iterator[str]:
-    """A loopback web server: /page (text), /big (100 kB), /trickle (5 bytes a second)."""
+    """A loopback web server: /page (text), /big (100 kB), /trickle (5 bytes a second),
+    /slow-head (its status line and headers a byte a second)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if self.path == "/slow-head":
+                for byte in b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n" * 3:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(1)
+                return
             if self.path == "/trickle":
                 self.send_response(200)
                 self.send_header("content-type", "text/plain")
@@ -404,11 +414,26 @@ async def test_thread_mistakes_are_4xx(base_url):
                 {"assistant_id": "naive", "command": {"resume": "x"}},
                 409,
             ),
+            *(
+                ("post", f"/threads/{tid}/runs/wait", {"assistant_id": "naive", "command": c}, 422)
+                for c in ({}, {"goto": "nonexistent"}, {"goto": ["generate", "x"]}, {"update": 5})
+            ),
         ]
         for method, path, body, status in cases:
             response = await http.request(method, path, json=body)
             assert response.status_code == status, (path, response.text)
-    assert await client.threads.get_history(thread["thread_id"], limit=100) == before
+            assert response.json()["detail"], (path, response.text)
+        # A run needs an input until its thread has state to continue.
+        fresh = await client.threads.create()
+        for path in (f"/threads/{fresh['thread_id']}/runs/wait", "/runs/wait"):
+            response = await http.post(path, json={"assistant_id": "naive"})
+            assert response.status_code == 422 and "input" in response.json()["detail"], path
+        assert (await client.threads.get_state(fresh["thread_id"]))["values"] == {}
+        assert await client.threads.get_history(tid, limit=100) == before
+        # With state, no input continues it (LangGraph's resume from a breakpoint).
+        resumed = await http.post(f"/threads/{tid}/runs/wait", json={"assistant_id": "naive"})
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json() == before[0]["values"]  # finished: nothing left to run
 
 
 @pytest.mark.parametrize("name", [".", "..", "n" * 300 + ".txt"])
@@ -463,6 +488,66 @@ async def test_an_allowed_origin_may_write(tmp_path):
 # 9. Large inputs: URL size cap and deadline, the private-address guard.
 
 
+async def test_hostile_or_oversized_uploads_are_4xx_and_store_nothing(tmp_path):
+    from tests.test_documents import BILLION_LAUGHS, minimal_pdf, rewritten_docx, stream_bomb
+
+    laughs = rewritten_docx(tmp_path / "laughs.docx", b"&l9;", BILLION_LAUGHS).read_bytes()
+    bomb = minimal_pdf([], stream=stream_bomb(80 << 20))
+    many = {"documents": [{"doc_id": f"d{n}", "text": f"Fact number {n}."} for n in range(3)]}
+    async with (
+        running_server(tmp_path / "data", max_ingest_chunks=2) as url,
+        httpx.AsyncClient(base_url=url, timeout=120) as http,
+    ):
+        for name, body in (("laughs.docx", laughs), ("bomb.pdf", bomb)):
+            response = await http.post("/kb/hostile/files", files={"file": (name, body)})
+            assert response.status_code == 422, response.text
+            assert f"{name} is not a readable" in response.json()["detail"]
+        over = await http.post("/kb/hostile/documents", json=many)
+        assert over.status_code == 413, over.text
+        assert "over the cap of 2 per request" in over.json()["detail"]
+        stored = await http.get("/kb/hostile")  # the first write may have created it, empty
+        assert stored.status_code == 404 or stored.json()["chunks"] == 0
+        many["documents"] = many["documents"][:2]
+        assert (await http.post("/kb/hostile/documents", json=many)).status_code == 200
+
+
+async def test_half_sent_requests_are_closed_and_connections_capped(tmp_path):
+    """Slow loris: a socket that trickles its request head, or never speaks, is closed once
+    the header deadline passes; a complete request is served; past the connection cap, 503."""
+    async with running_server(tmp_path, header_timeout_s=1.5, max_connections=3) as url:
+        host, port = url.removeprefix("http://").split(":")
+
+        async def closed_by_server(trickle: bool) -> float:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            started = time.monotonic()
+            if trickle:
+                writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
+            for _ in range(40):  # a byte every 0.25 s, for at most 10 s
+                if trickle and not writer.is_closing():
+                    writer.write(b"X")
+                try:
+                    if await asyncio.wait_for(reader.read(1024), 0.25) == b"":
+                        break
+                except TimeoutError:
+                    continue
+                except ConnectionError:
+                    break
+            writer.close()
+            return time.monotonic() - started
+
+        trickled, silent = await asyncio.gather(closed_by_server(True), closed_by_server(False))
+        assert 1.4 < trickled < 8 and 1.4 < silent < 8, (trickled, silent)
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/ok")).status_code == 200
+        held = [await asyncio.open_connection(host, int(port)) for _ in range(3)]
+        try:
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert (await http.get("/ok")).status_code == 503
+        finally:
+            for _, writer in held:
+                writer.close()
+
+
 async def test_url_fetches_are_capped_in_size_and_time(tmp_path, web_server, monkeypatch):
     from reflexrag.providers.settings import get_settings
 
@@ -476,9 +561,10 @@ async def test_url_fetches_are_capped_in_size_and_time(tmp_path, web_server, mon
         big = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/big"]})
         assert big.status_code == 422 and "larger than" in big.json()["detail"]
         started = time.monotonic()
-        slow = await http.post("/kb/web/documents", json={"urls": [f"{web_server}/trickle"]})
-        assert slow.status_code == 422 and "longer than allowed" in slow.json()["detail"]
-        assert time.monotonic() - started < 20
+        for path in ("/trickle", "/slow-head"):
+            slow = await http.post("/kb/web/documents", json={"urls": [f"{web_server}{path}"]})
+            assert slow.status_code == 422 and "longer than allowed" in slow.json()["detail"]
+        assert time.monotonic() - started < 30
         assert (await http.get("/kb/web")).json()["documents"] == 1
 
 
@@ -496,6 +582,7 @@ async def test_private_addresses_are_refused_by_default(base_url, web_server):
         "::1",
         "64:ff9b::7f00:1",
         "64:ff9b::a00:1",
+        "64:ff9b:1::808:808",
         "2002:7f00:1::",
         "::ffff:127.0.0.1",
     ],
