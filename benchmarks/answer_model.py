@@ -35,8 +35,8 @@ from reflexrag.nodes.judges import answer_model, local
 from reflexrag.nodes.judges.answer_model import (
     ANSWER_FEATURES,
     MODEL_FILE,
-    SPAN_BAR,
     SPAN_FEATURES,
+    SPAN_PRECISION,
     AnswerModels,
     Logistic,
 )
@@ -121,7 +121,37 @@ def fit_models(rows: list[dict[str, Any]]) -> AnswerModels:
     return AnswerModels(
         fit_logistic(rows, ANSWER_FEATURES, "answers"),
         fit_logistic(span_rows(rows), SPAN_FEATURES, "span"),
+        fit_span_bar(rows),
     )
+
+
+SPAN_BARS = tuple(round(0.5 + 0.05 * step, 2) for step in range(10))
+MIN_SPANS = 20
+"""Fewest held-out spans a bar must give before their precision is believed."""
+
+
+def fit_span_bar(rows: list[dict[str, Any]]) -> float | None:
+    """The lowest bar at which the spans given, each set's by a span model fitted without
+    it, were right at least ``SPAN_PRECISION`` of the time (each set weighing the same);
+    None when no bar gets there. Set by the sets held out, not by those fitted on, since a
+    model is surest of the questions it learnt from."""
+    held_out: list[tuple[float, bool, float]] = []
+    sets = list(dict.fromkeys(row["set"] for row in rows))
+    for name in sets:
+        train = span_rows([row for row in rows if row["set"] != name])
+        held = span_rows([row for row in rows if row["set"] == name])
+        if not train or not held:
+            continue
+        model = fit_logistic(train, SPAN_FEATURES, "span")
+        held_out += [(model.probability(r["features"]), r["span"], 1 / len(held)) for r in held]
+    for bar in SPAN_BARS:
+        given = [(right, weight) for p, right, weight in held_out if p >= bar]
+        if len(given) < MIN_SPANS:
+            return None
+        precision = sum(w for right, w in given if right) / sum(w for _, w in given)
+        if precision >= SPAN_PRECISION:
+            return bar
+    return None
 
 
 def auroc(scores: list[float], labels: list[bool]) -> float | None:
@@ -135,14 +165,15 @@ def auroc(scores: list[float], labels: list[bool]) -> float | None:
 
 def truthfulness(row: dict[str, Any], models: AnswerModels | None) -> float:
     """What the reader scores on ``row``: always answering with its span (``models`` None),
-    or answering over 0.5 only, with the span only when the span model is sure of it."""
+    or answering over 0.5 only, with the span only when the span model is sure of it (over
+    its bar)."""
     features = row["features"]
     has_span = "span_score" in features
     if models is None:
         answered, span_given = True, has_span
     else:
         answered = models.answers.probability(features) >= 0.5
-        span_given = has_span and models.span.probability(features) >= SPAN_BAR
+        span_given = has_span and models.gives_span(features)
     if not answered:
         return 1.0 if not row["answerable"] else 0.0
     if not row["answers"]:
@@ -158,7 +189,7 @@ def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> 
     span_given = [
         row
         for row in answered
-        if "span_score" in row["features"] and models.span.probability(row["features"]) >= SPAN_BAR
+        if "span_score" in row["features"] and models.gives_span(row["features"])
     ]
     return {
         "set": name,
@@ -199,7 +230,11 @@ def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]
 
 
 def to_json(models: AnswerModels) -> dict[str, Any]:
-    return {"answers": models.answers.to_json(), "span": models.span.to_json()}
+    return {
+        "answers": models.answers.to_json(),
+        "span": models.span.to_json(),
+        "span_bar": models.span_bar,
+    }
 
 
 def table(reports: list[dict[str, Any]]) -> str:

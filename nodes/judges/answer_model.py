@@ -10,8 +10,12 @@ sets by ``python -m reflexrag.benchmarks.answer_model``):
 - ``answers``: P(the quoted sentence gives the answer). It is the answer's ``confidence``;
   since a right answer scores +1 and a wrong one -1, answering is worth more than abstaining
   exactly when it is over 0.5, which is why ``min_confidence`` defaults there.
-- ``span``: P(the short span gives the answer, when the sentence does). Under its bar the
-  answer is the sentences the reader quotes: a short answer is given only when it is sure.
+- ``span``: P(the short span gives the answer, when the sentence does). The short span is
+  the answer only over the model's ``span_bar``, otherwise the sentences the reader quotes
+  are: a short answer is given only when the reader is sure of it. The bar is fitted too:
+  the lowest at which, held out, the spans given were right at least ``SPAN_PRECISION`` of
+  the time. When no bar gets there (``span_bar`` null) no span is sure enough and every
+  answer is its sentence.
 """
 
 from __future__ import annotations
@@ -47,8 +51,10 @@ SPAN_FEATURES = (
 )
 """What the ``span`` model reads; see :func:`local.span_features`."""
 
-SPAN_BAR = 0.5
-"""The short span is the answer when the span model gives it at least this probability."""
+SPAN_PRECISION = 0.8
+"""How often a short span must be right, held out, to be given instead of its sentence: a
+wrong span before a right quote scores +0.5 where the sentence scores +1, so a span is worth
+its brevity only when it is nearly always right."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,12 @@ class Logistic:
 class AnswerModels:
     answers: Logistic
     span: Logistic
+    span_bar: float | None = None
+    """The span model's probability from which the short span is the answer; None: never."""
+
+    def gives_span(self, features: dict[str, float]) -> bool:
+        """Whether the short span these features describe is sure enough to be the answer."""
+        return self.span_bar is not None and self.span.probability(features) >= self.span_bar
 
 
 MODEL_FILE = "answer_model.json"
@@ -118,4 +130,8 @@ def answer_models() -> AnswerModels | None:
 
 
 def load_models(data: dict[str, Any]) -> AnswerModels:
-    return AnswerModels(Logistic.from_json(data["answers"]), Logistic.from_json(data["span"]))
+    return AnswerModels(
+        Logistic.from_json(data["answers"]),
+        Logistic.from_json(data["span"]),
+        None if data.get("span_bar") is None else float(data["span_bar"]),
+    )

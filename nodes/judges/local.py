@@ -21,7 +21,7 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from reflexrag.nodes.judges.answer_model import SPAN_BAR, answer_models
+from reflexrag.nodes.judges.answer_model import answer_models
 from reflexrag.nodes.judges.base import (
     Answer,
     AnswerGrade,
@@ -488,7 +488,7 @@ class ExtractiveGenerator:
             confidence = round(models.answers.probability(features), 4)
             if from_span:
                 features["span_probability"] = round(models.span.probability(features), 4)
-                if features["span_probability"] < SPAN_BAR:
+                if not models.gives_span(features):
                     # Not sure of the short span: what it would quote is the answer.
                     text = quote
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
