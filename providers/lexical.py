@@ -51,8 +51,9 @@ B = 0.75
 RRF_K = 60
 MAX_BLOCKS = 32
 """Blobs a term's postings may span before they are merged into one."""
-SCHEMA_VERSION = 3
-"""3: English terms are lemmas (simplemma), no longer plural-folded words."""
+SCHEMA_VERSION = 4
+"""3: English terms are lemmas (simplemma), no longer plural-folded words. 4: Chinese terms
+are cut from the text in Simplified characters (Traditional text was cut as it is)."""
 _POSTING = np.dtype("<i4")
 _IN_LIMIT = 500
 """Parameters per ``IN (...)`` list."""
@@ -84,7 +85,7 @@ CREATE TABLE IF NOT EXISTS lexical_stats (
     next_block INTEGER NOT NULL
 );
 """
-_OLD_TABLES = ("lexical_postings", "lexical_chunks", "lexical_stats")
+_OLD_TABLES = ("lexical_postings", "lexical_blocks", "lexical_chunks", "lexical_stats")
 
 
 def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -339,6 +340,8 @@ class _PostgresStore:
     def __init__(self, url: str) -> None:
         schema = _SCHEMA.format(blob="BYTEA", without_rowid="")
         self._pool = postgres_pool(url, schema, "lexical:schema")
+        with self._pool.connection() as connection, connection.transaction():
+            _migrate_postgres(connection, schema)
 
     @contextmanager
     def reading(self) -> Iterator[_Connection]:
@@ -381,6 +384,23 @@ def _migrate(db: sqlite3.Connection) -> None:
         for table in _OLD_TABLES:
             db.execute(f"DROP TABLE IF EXISTS {table}")
         db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _migrate_postgres(connection: Any, schema: str) -> None:
+    """As :func:`_migrate`, on the shared database: the first replica to open an index of an
+    older version (or of none recorded) drops and recreates its tables, under the schema
+    lock, so the others find it current."""
+    connection.execute("SELECT pg_advisory_xact_lock(hashtext('lexical:schema'))")
+    connection.execute("CREATE TABLE IF NOT EXISTS lexical_version (version INTEGER NOT NULL)")
+    (version,) = connection.execute("SELECT max(version) FROM lexical_version").fetchone()
+    if version == SCHEMA_VERSION:
+        return
+    connection.execute(f"DROP TABLE IF EXISTS {', '.join(_OLD_TABLES)}")
+    for statement in schema.split(";"):
+        if statement.strip():
+            connection.execute(statement)
+    connection.execute("DELETE FROM lexical_version")
+    connection.execute("INSERT INTO lexical_version VALUES (%s)", (SCHEMA_VERSION,))
 
 
 def _connect(path: Path) -> tuple[sqlite3.Connection, threading.Lock]:

@@ -250,7 +250,8 @@ def _placed(words: Iterable[tuple[str, str]]) -> list[tuple[str, str, int, int]]
 
 
 def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -> list[str]:
-    """Content terms of a text: English words as lemmas and jieba-segmented Chinese words.
+    """Content terms of a text: English words as lemmas and jieba-segmented Chinese words
+    (in Simplified characters, whichever script the text is in).
 
     ``for_search`` adds jieba's overlapping sub-words (特斯拉 → 特斯, 斯拉, 特斯拉), which helps
     matching; keyword lists want the precise segmentation instead.
@@ -261,8 +262,10 @@ def terms(text: str, *, keep_stopwords: bool = False, for_search: bool = True) -
     for word in _WORD_RE.findall(_CJK_RUN_RE.sub(" ", lowered)):
         if keep_stopwords or word not in ENGLISH_STOPWORDS:
             found.append(lemma(word))
+    # Chinese as Simplified: jieba's dictionary and the stopwords are Simplified, and a
+    # Traditional text cut as it is falls apart into single characters (修水/縣/於 for 修水县/于).
     for run in _CJK_RUN_RE.findall(lowered):
-        for word in cut(run):
+        for word in cut(simplified(run)):
             if keep_stopwords or word not in CHINESE_STOPWORDS:
                 found.append(word)
     return found

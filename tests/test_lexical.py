@@ -104,6 +104,26 @@ def test_an_index_from_an_older_version_is_rebuilt_from_the_store(tmp_path):
     assert reopened.search("retrieval evaluator", 1, "bm25")[0].metadata["doc_id"] == "crag"
 
 
+def test_traditional_and_simplified_chinese_find_each_other(index_location):
+    index = LexicalIndex(index_location, "kb")
+    index.add({"drcd": ("d", "議會大廈建於1998年。"), "other": ("o", "巴黎是法國的首都。")})
+    assert index.search("议会大厦是哪一年建的？", 2)[0][0] == "drcd"
+    assert index.search("議會大廈建於哪一年？", 2)[0][0] == "drcd"
+
+
+def test_a_postgres_index_of_an_older_version_is_dropped_once(fresh_database):
+    import psycopg
+
+    LexicalIndex(fresh_database, "kb").add({"zh": ("z", "特斯拉于1943年在纽约去世。")})
+    assert LexicalIndex(fresh_database, "kb").chunk_count() == 1  # current: kept
+    with psycopg.connect(fresh_database, autocommit=True) as db:
+        db.execute("UPDATE lexical_version SET version = 3")
+    # Dropped; the knowledge base sees its count disagree with the store's and re-indexes.
+    assert LexicalIndex(fresh_database, "kb").chunk_count() == 0
+    with psycopg.connect(fresh_database, autocommit=True) as db:
+        assert db.execute("SELECT version FROM lexical_version").fetchall() == [(4,)]
+
+
 def test_knowledge_base_modes_and_index_maintenance():
     kb = get_knowledge_base("bm25-modes")
     kb.add(
