@@ -127,12 +127,51 @@ class ThreadSearch(ThreadCount):
 
 class AssistantCount(BaseModel):
     graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
     model_config = {"extra": "allow"}
 
 
 class AssistantSearch(AssistantCount):
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+
+
+class AssistantUpdate(BaseModel):
+    graph_id: str | None = None
+    name: str | None = Field(default=None, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    model_config = {"extra": "allow"}
+
+
+class AssistantCreate(AssistantUpdate):
+    graph_id: str
+    assistant_id: str | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+    @field_validator("assistant_id")
+    @classmethod
+    def a_uuid(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                raise ValueError("assistant_id must be a UUID") from None
+        return value
+
+
+class AssistantVersionsRequest(BaseModel):
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    model_config = {"extra": "allow"}
+
+
+class AssistantLatest(BaseModel):
+    version: int = Field(ge=1, le=2**31 - 1)
 
 
 class HistoryRequest(BaseModel):

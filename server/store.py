@@ -49,6 +49,27 @@ CREATE TABLE IF NOT EXISTS runs (
     kwargs TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, created_at);
+CREATE TABLE IF NOT EXISTS assistant_versions (
+    assistant_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    graph_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT,
+    config TEXT NOT NULL,
+    context TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (owner, assistant_id, version)
+);
+CREATE TABLE IF NOT EXISTS assistants (
+    assistant_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (owner, assistant_id)
+);
 """
 
 
@@ -243,8 +264,34 @@ def _run(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_ASSISTANT_FIELDS = ("graph_id", "name", "description", "config", "context", "metadata")
+_ASSISTANT = (
+    "SELECT a.assistant_id, a.created_at, a.updated_at, v.version, v.graph_id, v.name, "
+    "v.description, v.config, v.context, v.metadata FROM assistants a "
+    "JOIN assistant_versions v ON v.owner=a.owner AND v.assistant_id=a.assistant_id "
+    "AND v.version=a.version"
+)
+
+
+def _assistant(row: dict[str, Any], with_updated: bool = True) -> dict[str, Any]:
+    found = {
+        "assistant_id": row["assistant_id"],
+        "graph_id": row["graph_id"],
+        "name": row["name"],
+        "description": row["description"],
+        "config": json.loads(row["config"]),
+        "context": json.loads(row["context"]),
+        "metadata": json.loads(row["metadata"]),
+        "version": row["version"],
+        "created_at": row["created_at"],
+    }
+    if with_updated:
+        found["updated_at"] = row["updated_at"]
+    return found
+
+
 class ServiceStore:
-    """Async access to the thread and run tables."""
+    """Async access to the thread, run and assistant tables."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -374,6 +421,114 @@ class ServiceStore:
             "UPDATE runs SET status=?, error=?, updated_at=? WHERE run_id=?",
             (status, error, now(), run_id),
         )
+
+    # Assistants: saved configurations of the built-in graphs, owned like threads. Each change
+    # is a new version; the assistant row points at the one in use.
+
+    async def create_assistant(self, owner: str, assistant_id: str, **fields: Any) -> None:
+        """Version 1 of a new assistant (``fields``: graph_id, name, description, config,
+        context, metadata); an existing id raises the database's integrity error."""
+        stamp = now()
+        await self.db.execute(
+            "INSERT INTO assistants VALUES (?, ?, 1, ?, ?)", (assistant_id, owner, stamp, stamp)
+        )
+        await self._insert_version(owner, assistant_id, 1, stamp, fields)
+
+    async def _insert_version(
+        self, owner: str, assistant_id: str, version: int, stamp: str, fields: dict[str, Any]
+    ) -> None:
+        values = [fields[name] for name in _ASSISTANT_FIELDS]
+        values[3:] = [json.dumps(value) for value in values[3:]]
+        await self.db.execute(
+            "INSERT INTO assistant_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (assistant_id, owner, version, *values, stamp),
+        )
+
+    async def get_assistant(self, assistant_id: str, owner: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone(
+            f"{_ASSISTANT} WHERE a.assistant_id=? AND a.owner=?", (assistant_id, owner)
+        )
+        return _assistant(row) if row else None
+
+    async def add_assistant_version(
+        self, assistant_id: str, owner: str, fields: dict[str, Any]
+    ) -> None:
+        """A new version with ``fields`` (all of them), made the one in use. Two at once on
+        one assistant: the second raises the database's integrity error."""
+        row = await self.db.fetchone(
+            "SELECT max(version) AS latest FROM assistant_versions "
+            "WHERE assistant_id=? AND owner=?",
+            (assistant_id, owner),
+        )
+        version = (row["latest"] if row else 0) + 1
+        stamp = now()
+        await self._insert_version(owner, assistant_id, version, stamp, fields)
+        await self.set_assistant_version(assistant_id, owner, version, stamp)
+
+    async def set_assistant_version(
+        self, assistant_id: str, owner: str, version: int, stamp: str | None = None
+    ) -> bool:
+        """Make ``version`` the one in use; False when the assistant has no such version."""
+        exists = await self.db.fetchone(
+            "SELECT 1 AS found FROM assistant_versions WHERE assistant_id=? AND owner=? "
+            "AND version=?",
+            (assistant_id, owner, version),
+        )
+        if not exists:
+            return False
+        await self.db.execute(
+            "UPDATE assistants SET version=?, updated_at=? WHERE assistant_id=? AND owner=?",
+            (version, stamp or now(), assistant_id, owner),
+        )
+        return True
+
+    async def assistant_versions(
+        self,
+        assistant_id: str,
+        owner: str,
+        metadata: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        where, params = "assistant_id=? AND owner=?", [assistant_id, owner]
+        if metadata:
+            where += " AND metadata_contains(metadata, ?)"
+            params.append(json.dumps(metadata))
+        rows = await self.db.fetchall(
+            f"SELECT * FROM assistant_versions WHERE {where} "
+            "ORDER BY version DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [_assistant(row, with_updated=False) for row in rows]
+
+    async def delete_assistant(self, assistant_id: str, owner: str) -> bool:
+        deleted = await self.db.execute(
+            "DELETE FROM assistants WHERE assistant_id=? AND owner=?", (assistant_id, owner)
+        )
+        await self.db.execute(
+            "DELETE FROM assistant_versions WHERE assistant_id=? AND owner=?",
+            (assistant_id, owner),
+        )
+        return deleted > 0
+
+    async def search_assistants(
+        self, owner: str, graph_id: str | None, name: str | None, metadata: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """Every assistant of ``owner`` that matches, newest first."""
+        where, params = "a.owner=?", [owner]
+        if graph_id:
+            where += " AND v.graph_id=?"
+            params.append(graph_id)
+        if name:
+            where += " AND v.name=?"
+            params.append(name)
+        if metadata:
+            where += " AND metadata_contains(v.metadata, ?)"
+            params.append(json.dumps(metadata))
+        rows = await self.db.fetchall(
+            f"{_ASSISTANT} WHERE {where} ORDER BY a.created_at DESC", tuple(params)
+        )
+        return [_assistant(row) for row in rows]
 
 
 async def _add_run_kwargs(db: aiosqlite.Connection) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from reflexrag.graphs import compile_strategy
+from reflexrag.graphs import STRATEGIES, compile_strategy
 from reflexrag.server.deps import (
     Owner,
     check_kb_readable,
@@ -19,7 +19,7 @@ from reflexrag.server.deps import (
     snapshot_of,
     store,
 )
-from reflexrag.server.routes.assistants import resolve_assistant
+from reflexrag.server.routes.assistants import assistant_context, find_assistant
 from reflexrag.server.run_manager import UNSUPPORTED_STREAM_MODES, RunSpec
 from reflexrag.server.schemas import RunCreate
 from reflexrag.server.serialize import dumps, jsonable
@@ -30,11 +30,13 @@ router = APIRouter(tags=["runs"], responses=errors(401, 404, 422))
 _STARTS = errors(409, 413, 415)
 
 
-def build_context(body: RunCreate) -> Context:
-    """The run's context from ``context`` plus any Context fields sent in ``configurable``."""
+def build_context(body: RunCreate, assistant: dict[str, Any]) -> Context:
+    """The run's context: the assistant's (:func:`assistant_context`), then any Context
+    fields the run sends in ``configurable``, then its ``context``."""
     known = set(Context.__dataclass_fields__)
     configurable = body.config.configurable if body.config else {}
-    overrides = {k: v for k, v in configurable.items() if k in known}
+    overrides = assistant_context(assistant)
+    overrides.update({k: v for k, v in configurable.items() if k in known})
     overrides.update(body.context or {})
     try:
         return Context.from_overrides(overrides)
@@ -87,9 +89,10 @@ async def start_run(
 ) -> dict[str, Any]:
     """Validate the request, make its thread if needed, and start (or queue) the run: its
     record."""
-    strategy = resolve_assistant(body.assistant_id)
+    assistant = await find_assistant(request, owner, body.assistant_id)
+    strategy = STRATEGIES[assistant["graph_id"]]
     validate_input(body, strategy.name)
-    context = build_context(body)
+    context = build_context(body, assistant)
     await check_kb_readable(owner, context.kb, optional=context.web_kb)
     checkpoint_id = body.checkpoint_id or (
         body.checkpoint.checkpoint_id if body.checkpoint else None

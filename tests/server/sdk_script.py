@@ -52,6 +52,20 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
     await call("assistants.get_schemas", client.assistants.get_schemas(assistant))
     await call("assistants.get_subgraphs", client.assistants.get_subgraphs(assistant))
     await call("assistants.get_versions", client.assistants.get_versions(assistant))
+    saved = await call(
+        "assistants.create",
+        client.assistants.create(
+            "naive", context={"top_k": 2}, name="sdk", metadata={"script": "sdk"}
+        ),
+    )
+    if saved:
+        saved_id = saved["assistant_id"]
+        await call("assistants.update", client.assistants.update(saved_id, context={"top_k": 3}))
+        await call("assistants.get_versions saved", client.assistants.get_versions(saved_id))
+        await call("assistants.set_latest", client.assistants.set_latest(saved_id, 1))
+        await call("runs.wait saved assistant", client.runs.wait(None, saved_id, input=QUESTION))
+        await call("assistants.delete", client.assistants.delete(saved_id))
+        await call("assistants.get deleted", client.assistants.get(saved_id))
 
     thread = await call("threads.create", client.threads.create(metadata={"script": "sdk"}))
     thread_id = thread["thread_id"]

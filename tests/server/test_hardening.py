@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from langgraph_sdk import get_client
+from langgraph_sdk.errors import APIStatusError
 
 from reflexrag.providers.knowledge_base import KnowledgeBaseError
 from tests.server.conftest import running_server
@@ -134,6 +135,30 @@ async def test_a_key_cannot_read_another_keys_checkpoints(keyed_url):
             assert response.status_code == 422, (path, response.text)
             assert "not the URL's thread" in response.json()["detail"]
     assert len(await alice.threads.get_history(secret["thread_id"])) > 3, "alice's is intact"
+
+
+async def test_a_saved_assistant_belongs_to_its_key(keyed_url):
+    alice, bob = (
+        get_client(url=keyed_url, api_key="key-a"),
+        get_client(url=keyed_url, api_key="key-b"),
+    )
+    saved = await alice.assistants.create("naive", context={"top_k": 1}, name="alice's")
+    aid = saved["assistant_id"]
+    assert saved["name"] == "alice's" and await alice.assistants.count(graph_id="naive") == 2
+    assert await bob.assistants.count(graph_id="naive") == 1  # the built-in one only
+    for attempt in (
+        bob.assistants.get(aid),
+        bob.assistants.update(aid, context={"top_k": 5}),
+        bob.assistants.delete(aid),
+        bob.runs.wait(None, aid, input=QUESTION),
+    ):
+        with pytest.raises((APIStatusError, httpx.HTTPStatusError)) as refused:
+            await attempt
+        assert refused.value.response.status_code == 404
+    # Bob saving an assistant under the same id gets his own; alice's is untouched.
+    mine = await bob.assistants.create("crag", assistant_id=aid)
+    assert mine["graph_id"] == "crag"
+    assert (await alice.assistants.get(aid))["context"] == {"top_k": 1}
 
 
 async def test_thread_ids_are_per_key_and_reveal_nothing(keyed_url):

@@ -150,11 +150,58 @@ async def test_tasks_and_checkpoints_stream_modes(base_url):
     assert {"tasks", "checkpoints"} <= set(events)
 
 
+async def test_a_saved_assistant_is_versioned_and_runs_with_its_context(base_url):
+    """Studio's assistant workflow: save a configured graph, change it (a new version), go
+    back to a version, run it (its context under the run's), delete it."""
+    client = get_client(url=base_url)
+    tuned = await client.assistants.create(
+        "naive", context={"top_k": 1}, name="one source", metadata={"team": "parity-a"}
+    )
+    aid = tuned["assistant_id"]
+    assert (tuned["version"], tuned["graph_id"], tuned["context"]) == (1, "naive", {"top_k": 1})
+    assert [a["assistant_id"] for a in await client.assistants.search(
+        metadata={"team": "parity-a"})] == [aid]  # fmt: skip
+    assert await client.assistants.count(graph_id="naive") == 2
+    one = await client.runs.wait(None, aid, input=QUESTION)
+    assert len(one["documents"]) == 1
+    overridden = await client.runs.wait(None, aid, input=QUESTION, context={"top_k": 3})
+    assert len(overridden["documents"]) == 3
+    two = await client.assistants.update(aid, context={"top_k": 2}, metadata={"stage": "b"})
+    assert two["version"] == 2 and two["metadata"] == {"team": "parity-a", "stage": "b"}
+    assert len((await client.runs.wait(None, aid, input=QUESTION))["documents"]) == 2
+    versions = await client.assistants.get_versions(aid)
+    assert [(v["version"], v["context"]) for v in versions] == [
+        (2, {"top_k": 2}),
+        (1, {"top_k": 1}),
+    ]
+    back = await client.assistants.set_latest(aid, 1)
+    assert back["version"] == 1 and back["context"] == {"top_k": 1}
+    assert len((await client.runs.wait(None, aid, input=QUESTION))["documents"]) == 1
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for method, path, body, status in (
+            ("POST", "/assistants", {"graph_id": "nonexistent"}, 422),
+            ("POST", "/assistants", {"graph_id": "naive", "context": {"top_k": 0}}, 422),
+            ("POST", "/assistants", {"graph_id": "naive", "assistant_id": aid}, 409),
+            ("PATCH", "/assistants/self_rag", {"context": {"top_k": 8}}, 409),
+            ("PATCH", f"/assistants/{aid}", {"context": {"judge_backend": "oracle"}}, 422),
+            ("POST", f"/assistants/{aid}/latest", {"version": 7}, 404),
+            ("DELETE", "/assistants/naive", None, 409),
+        ):
+            reply = await http.request(method, path, json=body)
+            assert reply.status_code == status, (method, path, reply.text)
+            assert reply.json()["detail"]
+    same = await client.assistants.create("naive", assistant_id=aid, if_exists="do_nothing")
+    assert same["version"] == 1
+    await client.assistants.delete(aid)
+    with pytest.raises(APIStatusError) as missing:
+        await client.assistants.get(aid)
+    assert missing.value.response.status_code == 404
+    assert await client.assistants.count() == 6
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
-        ("POST", "/assistants", {"graph_id": "self_rag"}),
-        ("PATCH", "/assistants/self_rag", {"context": {"top_k": 8}}),
         ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}),
         ("POST", "/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
         ("POST", "/runs/stream", {"assistant_id": "naive", "input": QUESTION,
