@@ -4,6 +4,10 @@ SQLite (default) runs in WAL mode with ``synchronous=NORMAL``; runs use ``durabi
 a killed process loses no finished step. Postgres (``REFLEXRAG_CHECKPOINTER_URL=postgresql://…``)
 shares one connection pool, but every run gets its own ``AsyncPostgresSaver``: a single saver
 takes a lock around every call, which would serialise all concurrent runs.
+
+Beside the checkpoints, the same database holds LangGraph's long-term store (``BaseStore``:
+items by namespace and key, what Studio's memory view and ``client.store`` read and write),
+``store.sqlite`` under the data dir or the Postgres store; runs get it as ``runtime.store``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from reflexrag.providers.database import (
     async_postgres_pool,
@@ -23,15 +28,17 @@ from reflexrag.providers.settings import Settings, get_settings
 
 
 class Checkpointers:
-    """A shared saver for reads, and a saver for each run."""
+    """A shared saver for reads, a saver for each run, and the long-term store."""
 
     def __init__(
         self,
         shared: BaseCheckpointSaver,
         per_run: Callable[[], BaseCheckpointSaver] | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         self.shared = shared
         self._per_run = per_run
+        self.store = store
 
     def for_run(self) -> BaseCheckpointSaver:
         return self._per_run() if self._per_run else self.shared
@@ -49,13 +56,19 @@ async def open_checkpointers(settings: Settings | None = None) -> AsyncIterator[
             yield checkpointers
     elif url.startswith("sqlite:///"):
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
 
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        async with AsyncSqliteSaver.from_conn_string(url.removeprefix("sqlite:///")) as saver:
-            await saver.conn.execute("PRAGMA journal_mode=WAL")
-            await saver.conn.execute("PRAGMA synchronous=NORMAL")
+        async with (
+            AsyncSqliteSaver.from_conn_string(url.removeprefix("sqlite:///")) as saver,
+            AsyncSqliteStore.from_conn_string(str(settings.data_dir / "store.sqlite")) as store,
+        ):
+            for connection in (saver.conn, store.conn):
+                await connection.execute("PRAGMA journal_mode=WAL")
+                await connection.execute("PRAGMA synchronous=NORMAL")
             await saver.setup()
-            yield Checkpointers(saver)
+            await store.setup()
+            yield Checkpointers(saver, store=store)
     else:
         raise ValueError(
             f"unsupported checkpointer URL {url!r}: use sqlite:///PATH or postgresql://…"
@@ -68,16 +81,20 @@ async def _postgres(url: str) -> AsyncIterator[Checkpointers]:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     except ImportError:
         raise ValueError("Postgres checkpoints need: pip install 'reflexrag[postgres]'") from None
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
     async with async_postgres_pool(url) as pool:
-        shared = AsyncPostgresSaver(pool)
-        # Replicas starting together would race on the saver's migrations: one at a time.
+        shared, store = AsyncPostgresSaver(pool), AsyncPostgresStore(pool)
+        # Replicas starting together would race on the migrations: one at a time (both run
+        # CREATE INDEX CONCURRENTLY, so the lock is waited for by polling, see database.py).
         async with pool.connection() as connection:
             await take_session_lock_async(connection, "checkpoints:setup")
             try:
                 await shared.setup()
+                await store.setup()
             finally:
                 await connection.execute("SELECT pg_advisory_unlock(hashtext('checkpoints:setup'))")
-        yield Checkpointers(shared, lambda: AsyncPostgresSaver(pool))
+        yield Checkpointers(shared, lambda: AsyncPostgresSaver(pool), store)
 
 
 @asynccontextmanager

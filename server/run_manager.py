@@ -154,7 +154,7 @@ async def execute_graph(
     after its worker died) instead of starting from the run's input. A failure is reported,
     never raised; cancellation ends the run as interrupted, resumable from its last step."""
     outcome = RunOutcome()
-    graph = compile_strategy(spec.graph_id, checkpointers.for_run())
+    graph = compile_strategy(spec.graph_id, checkpointers.for_run(), checkpointers.store)
     if resume:
         graph_input, config = None, graph_config(spec, None)
     else:

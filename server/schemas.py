@@ -7,7 +7,7 @@ the field's name, never a 500 further in.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -211,3 +211,35 @@ class DocumentsIn(BaseModel):
         max_length=MAX_URLS,
         description="http(s) URLs to fetch; local paths are a CLI-only feature.",
     )
+
+
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.]+$")]
+"""A namespace label of the store: LangGraph joins labels with '.', so none may hold one."""
+
+
+class StoreDelete(BaseModel):
+    namespace: list[Label] = Field(min_length=1, max_length=10)
+    key: str = Field(min_length=1, max_length=1000)
+
+
+class StorePut(StoreDelete):
+    value: dict[str, Any]
+    index: Literal[False] | list[str] | None = None
+    ttl: float | None = None
+
+
+class StoreSearch(BaseModel):
+    namespace_prefix: list[Label] = Field(default_factory=list, max_length=10)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    query: str | None = None
+    model_config = {"extra": "allow"}
+
+
+class StoreNamespaces(BaseModel):
+    prefix: list[Label] | None = Field(default=None, max_length=10)
+    suffix: list[Label] | None = Field(default=None, max_length=10)
+    max_depth: int | None = Field(default=None, ge=1, le=10)
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)

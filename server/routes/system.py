@@ -35,13 +35,6 @@ async def info(owner: Owner) -> dict[str, Any]:
 _ANY = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
-@router.api_route("/store/{path:path}", methods=_ANY, include_in_schema=False)
-async def store_api(path: str, owner: Owner) -> None:
-    raise HTTPException(
-        501, "the store API is not supported: reflexrag keeps documents in knowledge bases"
-    )
-
-
 @router.api_route("/runs/crons", methods=_ANY, include_in_schema=False)
 @router.api_route("/runs/crons/{path:path}", methods=_ANY, include_in_schema=False)
 @router.api_route("/threads/{thread_id}/runs/crons", methods=_ANY, include_in_schema=False)

@@ -66,6 +66,13 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
         await call("runs.wait saved assistant", client.runs.wait(None, saved_id, input=QUESTION))
         await call("assistants.delete", client.assistants.delete(saved_id))
         await call("assistants.get deleted", client.assistants.get(saved_id))
+    notes, note = ["sdk", "notes"], {"text": "Herons eat fish.", "tag": "birds"}
+    await call("store.put_item", client.store.put_item(notes, key="n1", value=note))
+    await call("store.get_item", client.store.get_item(notes, key="n1"))
+    await call("store.search_items", client.store.search_items(["sdk"], filter={"tag": "birds"}))
+    await call("store.list_namespaces", client.store.list_namespaces(prefix=["sdk"]))
+    await call("store.delete_item", client.store.delete_item(notes, key="n1"))
+    await call("store.get_item deleted", client.store.get_item(notes, key="n1"))
 
     thread = await call("threads.create", client.threads.create(metadata={"script": "sdk"}))
     thread_id = thread["thread_id"]

@@ -161,6 +161,20 @@ async def test_a_saved_assistant_belongs_to_its_key(keyed_url):
     assert (await alice.assistants.get(aid))["context"] == {"top_k": 1}
 
 
+async def test_each_key_has_its_own_store(keyed_url):
+    alice, bob = (
+        get_client(url=keyed_url, api_key="key-a"),
+        get_client(url=keyed_url, api_key="key-b"),
+    )
+    await alice.store.put_item(["notes"], key="secret", value={"text": "alice's"})
+    assert await bob.store.get_item(["notes"], key="secret") is None
+    assert (await bob.store.search_items([]))["items"] == []
+    assert (await bob.store.list_namespaces())["namespaces"] == []
+    await bob.store.delete_item(["notes"], key="secret")  # his own namespace: a no-op
+    assert (await alice.store.get_item(["notes"], key="secret"))["value"] == {"text": "alice's"}
+    assert (await alice.store.list_namespaces())["namespaces"] == [["notes"]]
+
+
 async def test_thread_ids_are_per_key_and_reveal_nothing(keyed_url):
     alice, bob = (
         get_client(url=keyed_url, api_key="key-a"),

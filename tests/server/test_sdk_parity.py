@@ -199,10 +199,39 @@ async def test_a_saved_assistant_is_versioned_and_runs_with_its_context(base_url
     assert await client.assistants.count() == 6
 
 
+async def test_the_store_keeps_items_by_namespace_and_key(base_url):
+    """Studio's memory view: put, get, search by prefix and value filter, list namespaces,
+    delete; mistakes are 422s and what is not configured is a 501 that says so."""
+    client = get_client(url=base_url)
+    await client.store.put_item(["users", "u1", "prefs"], key="lang", value={"lang": "zh"})
+    await client.store.put_item(["users", "u2", "prefs"], key="lang", value={"lang": "en"})
+    await client.store.put_item(["users", "u1", "prefs"], key="lang", value={"lang": "de"})
+    item = await client.store.get_item(["users", "u1", "prefs"], key="lang")
+    assert (item["namespace"], item["key"], item["value"]) == (
+        ["users", "u1", "prefs"], "lang", {"lang": "de"})  # fmt: skip
+    found = await client.store.search_items(["users"], filter={"lang": "en"})
+    assert [i["namespace"] for i in found["items"]] == [["users", "u2", "prefs"]]
+    listed = await client.store.list_namespaces(prefix=["users"], max_depth=2)
+    assert sorted(listed["namespaces"]) == [["users", "u1"], ["users", "u2"]]
+    await client.store.delete_item(["users", "u1", "prefs"], key="lang")
+    assert await client.store.get_item(["users", "u1", "prefs"], key="lang") is None
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for method, path, body, status in (
+            ("PUT", "/store/items", {"namespace": ["a.b"], "key": "k", "value": {}}, 422),
+            ("PUT", "/store/items", {"namespace": [], "key": "k", "value": {}}, 422),
+            ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": 5}, 422),
+            ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}, "ttl": 5}, 501),
+            ("POST", "/store/items/search", {"namespace_prefix": ["a"], "query": "fish"}, 501),
+        ):
+            reply = await http.request(method, path, json=body)
+            assert reply.status_code == status, (body, reply.text)
+            assert reply.json()["detail"]
+    await client.store.delete_item(["users", "u2", "prefs"], key="lang")
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}}),
         ("POST", "/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
         ("POST", "/runs/stream", {"assistant_id": "naive", "input": QUESTION,
                                   "stream_mode": ["values", "events"]}),
