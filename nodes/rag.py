@@ -17,6 +17,7 @@ from reflexrag.nodes.judges import Answer, Generator, Judge, get_generator, get_
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.providers.knowledge_base import KnowledgeBase, get_knowledge_base
 from reflexrag.providers.loaders import ensure_sample_kb
+from reflexrag.providers.retriever import external_source, search_external
 from reflexrag.providers.settings import get_settings
 from reflexrag.providers.text import is_chinese
 from reflexrag.state import RESET, Context, DocGrade, RAGState, Reading, Source, Step
@@ -230,7 +231,10 @@ async def decide_retrieval(state: RAGState, runtime: Runtime[Context]) -> dict[s
 async def search_chunks(
     context: Context, query: str, k: int, exclude: Collection[str] = ()
 ) -> list[Document]:
-    """The run's retrieval settings (mode, fusion, filters) applied to one query."""
+    """The run's retrieval settings (mode, fusion, filters) applied to one query; or the
+    retriever :func:`providers.retriever.use_retriever` gave the run's ``kb`` name."""
+    if (source := external_source(context.kb)) is not None:
+        return await search_external(source, context.kb, query, k, exclude)
     kb = await knowledge_base(context)
     return await asyncio.to_thread(
         kb.search, query, k, context.retrieval_mode, context.conditions, context.fusion, exclude

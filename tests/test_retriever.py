@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
 
+from reflexrag.graphs import STRATEGIES
+from reflexrag.providers.embeddings import get_embeddings
 from reflexrag.providers.knowledge_base import UnknownKnowledgeBaseError
-from reflexrag.providers.retriever import KnowledgeBaseRetriever
+from reflexrag.providers.retriever import KnowledgeBaseRetriever, use_retriever
+from reflexrag.server.runner import run_question
+from reflexrag.state import Context
 
 
 async def test_the_retriever_finds_what_the_knowledge_base_holds_in_a_chain(flow_kb):
@@ -24,3 +32,48 @@ async def test_the_retriever_finds_what_the_knowledge_base_holds_in_a_chain(flow
 def test_an_unknown_knowledge_base_is_a_clear_error():
     with pytest.raises(UnknownKnowledgeBaseError, match="never-made"):
         KnowledgeBaseRetriever(kb="never-made").invoke("anything")
+
+
+class FixedRetriever(BaseRetriever):
+    """An app's own retriever: whatever it is asked, these documents."""
+
+    documents: list[Document]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return self.documents
+
+
+async def test_every_strategy_runs_over_the_vector_store_an_app_already_has(isolated_data_dir):
+    store = InMemoryVectorStore(get_embeddings())
+    store.add_documents(
+        [
+            Document("Nikola Tesla died on 7 January 1943 in New York.", metadata={"source": "t"}),
+            Document("Paris is the capital of France.", metadata={"source": "paris.md"}),
+        ]
+    )
+    use_retriever("app-store", store)
+    try:
+        for strategy in STRATEGIES:
+            result = await run_question(strategy, "When did Tesla die?", Context(kb="app-store"))
+            assert "7 January 1943" in result.answer, (strategy, result.answer)
+            assert result.sources[0]["doc_id"] == "t", strategy
+    finally:
+        use_retriever("app-store", None)
+
+
+async def test_a_strategy_over_an_app_retriever_says_not_found_when_it_holds_no_answer(
+    isolated_data_dir,
+):
+    off_topic = FixedRetriever(documents=[Document("Paris is the capital of France.")])
+    use_retriever("app-retriever", off_topic)
+    try:
+        honest = await run_question("self_rag", "When did Tesla die?", Context(kb="app-retriever"))
+        assert honest.answer_kind == "not_found", honest.answer
+        naive = await run_question("naive", "When did Tesla die?", Context(kb="app-retriever"))
+        assert naive.sources and naive.sources[0]["doc_id"].startswith("app-retriever-")
+    finally:
+        use_retriever("app-retriever", None)
+    with pytest.raises(TypeError, match="BaseRetriever or a VectorStore"):
+        use_retriever("x", lambda query: [])
