@@ -77,3 +77,15 @@ async def test_a_strategy_over_an_app_retriever_says_not_found_when_it_holds_no_
         use_retriever("app-retriever", None)
     with pytest.raises(TypeError, match="BaseRetriever or a VectorStore"):
         use_retriever("x", lambda query: [])
+
+
+async def test_the_python_api_in_the_readme(isolated_data_dir):
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+
+    kb = get_knowledge_base("notes")
+    kb.add([SourceDocument("tesla", "Nikola Tesla died on 7 January 1943.", {"title": "Tesla"})])
+    assert kb.search("When did Tesla die?", 4)[0].metadata["doc_id"] == "tesla"
+    result = (await run_question("self_rag", "When did Tesla die?", Context(kb="notes"))).to_json()
+    assert "7 January 1943" in result["answer"] and result["sources"][0]["doc_id"] == "tesla"
+    assert {"answer", "answer_kind", "confidence", "sources", "stop_reason"} <= set(result)
+    assert kb.delete_documents(["tesla"]) == ["tesla"] and kb.documents() == []
