@@ -18,8 +18,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS, llm
 from reflexrag.nodes.judges.base import RelevanceGrade
+from reflexrag.nodes.judges.cascade import cascade_band
 from reflexrag.nodes.judges.llm import (
     LLMGenerator,
     LLMJudge,
@@ -30,6 +31,7 @@ from reflexrag.nodes.judges.llm import (
     cited_documents,
     parse_verdict,
 )
+from reflexrag.nodes.judges.local import RELEVANCE_THRESHOLD
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.providers.models import ModelServerError
 from reflexrag.providers.settings import get_settings
@@ -166,7 +168,10 @@ class StubLocalJudge:
         return [RelevanceGrade(s, s >= self.relevance_threshold) for s in self.scores]
 
 
-async def test_the_cascade_asks_the_model_only_about_chunks_near_the_local_bar():
+async def test_the_cascade_asks_the_model_only_about_chunks_its_band_leaves_open(monkeypatch):
+    monkeypatch.setattr(
+        llm, "cascade_band", lambda: {"relevant_from": 0.8, "irrelevant_below": 0.4}
+    )
     grader = model('{"scores": [6, 3]}')
     judge = LLMJudge(grader, mode="cascade", local=StubLocalJudge([0.9, 0.57, 0.1, 0.6]))
     with metered() as meter:
@@ -181,6 +186,40 @@ async def test_the_cascade_asks_the_model_only_about_chunks_near_the_local_bar()
     prompt = grader.calls[0]["prompt"]
     assert "[1] passage 2" in prompt and "[2] passage 4" in prompt and "passage 1" not in prompt
     assert meter.counts["llm.grader"] == 1 and meter.counts["cascade.decided_locally"] == 2
+
+
+async def test_a_band_end_no_score_reached_leaves_that_side_to_the_model(monkeypatch):
+    monkeypatch.setattr(
+        llm, "cascade_band", lambda: {"relevant_from": None, "irrelevant_below": 0.4}
+    )
+    grader = model('{"scores": [9]}')
+    judge = LLMJudge(grader, mode="cascade", local=StubLocalJudge([0.99, 0.1]))
+    grades = await judge.grade_documents("q", DOCS[:2])
+    assert grades == [RelevanceGrade(0.9, True), RelevanceGrade(0.1, False)]
+    assert len(grader.calls) == 1
+
+
+def test_the_band_is_where_local_verdicts_were_right_nine_times_in_ten():
+    from reflexrag.benchmarks import cascade_band
+
+    rows = [
+        {"set": name, "score": n / 100, "relevant": n >= 70 or (40 <= n < 70 and n % 2 == 0)}
+        for name in ("a", "b")
+        for n in range(100)
+    ]
+    band = cascade_band.fit_band(rows)
+    # Under 0.40 never relevant, from 0.70 always, between a coin toss: the clear regions
+    # reach a little into the coin toss, as far as 9 in 10 verdicts stay right.
+    assert 0.40 <= band["irrelevant_below"] <= 0.50 and 0.60 <= band["relevant_from"] <= 0.70
+    report = cascade_band.report_fold("held", rows[:100], band)
+    assert report["local_accuracy"] >= 0.9 and 0 < report["decided_locally"] < 1
+    noise = [{"set": "a", "score": n / 100, "relevant": n % 2 == 0} for n in range(100)]
+    assert cascade_band.fit_band(noise) == {"relevant_from": None, "irrelevant_below": None}
+
+
+def test_the_shipped_band_decides_only_far_from_the_bar():
+    band = cascade_band()
+    assert band["irrelevant_below"] < RELEVANCE_THRESHOLD < band["relevant_from"]
 
 
 async def test_an_unreadable_cascade_reply_keeps_the_local_verdicts():

@@ -12,7 +12,8 @@ tag so their tokens never reach a ``messages`` stream; generator calls do not.
 what the LangGraph tutorials ask (one call per chunk, grounded and useful apart, a router call
 every time); ``batched`` grades all chunks in one call, grounded and useful in one call, and
 asks the router only when rules cannot tell; ``cascade`` is batched, and the local judge
-decides the chunks it scores far from its bar, so the model reads only the uncertain ones.
+decides the chunks its score was measured to decide (:mod:`nodes.judges.cascade`), so the
+model reads only the uncertain ones.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from reflexrag.nodes.judges.base import (
     UsefulnessGrade,
     grounded_then_useful,
 )
+from reflexrag.nodes.judges.cascade import cascade_band, clear_verdict
 from reflexrag.nodes.judges.rules import (
     asks_about_facts,
     clarifying_question,
@@ -57,9 +59,6 @@ from reflexrag.state import QueryKind
 NOSTREAM = {"tags": ["nostream"]}
 LLMJudging = Literal["per_call", "batched", "cascade"]
 STRUCTURED_METHODS = ("json_schema", "function_calling", "prompt")
-CASCADE_MARGIN = 0.08
-"""Cascade: a chunk the local judge scores this far above or below its bar is decided
-locally; the band between goes to the model."""
 BATCH_PASSAGE_CHARS = 1500
 """Longest passage shown in a batched grading prompt."""
 MAX_MISSING_TERMS = 5
@@ -442,13 +441,14 @@ class LLMJudge:
     async def _grade_cascade(
         self, question: str, documents: Sequence[Document]
     ) -> list[RelevanceGrade]:
-        """The local judge grades every chunk; the model reads only those it scores within
-        ``CASCADE_MARGIN`` of its bar. Clear cases keep the local verdict and score (both
-        scales run from unrelated at 0 to answering at 1)."""
+        """The local judge grades every chunk; the model reads those its score does not
+        decide (:mod:`nodes.judges.cascade`: the band measured leave-one-set-out). Clear
+        cases keep the local verdict and score (both scales run from unrelated at 0 to
+        answering at 1)."""
         assert self.local is not None
         local = await self.local.grade_documents(question, documents)
-        bar = self.local.relevance_threshold
-        grades = [_clear_case(grade.score, bar) for grade in local]
+        band = cascade_band()
+        grades = [_clear_case(grade.score, band) for grade in local]
         unsure = [n for n, grade in enumerate(grades) if grade is None]
         tally("cascade.decided_locally", len(documents) - len(unsure))
         if unsure:
@@ -565,13 +565,10 @@ class LLMJudge:
         return _first_line(await self._ask(prompt, "rewriter")) or question
 
 
-def _clear_case(score: float, bar: float) -> RelevanceGrade | None:
+def _clear_case(score: float, band: dict[str, Any]) -> RelevanceGrade | None:
     """The cascade's local verdict on a chunk, or None when the model should read it."""
-    if score >= bar + CASCADE_MARGIN:
-        return RelevanceGrade(score, True)
-    if score < bar - CASCADE_MARGIN:
-        return RelevanceGrade(score, False)
-    return None
+    verdict = clear_verdict(score, band)
+    return None if verdict is None else RelevanceGrade(score, verdict)
 
 
 def _grounding(verdict: GroundingVerdict | None) -> GroundingGrade:
