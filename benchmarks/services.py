@@ -54,13 +54,31 @@ def private_postgres() -> Iterator[str]:
         check=True,
         capture_output=True,
     )
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    start = [*run_as, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w"]
+    _clusters[url] = (start, [*run_as, pg_ctl, "-D", str(data), "-w"])
     try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield url
     finally:
+        _clusters.pop(url, None)
         subprocess.run(
             [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True
         )
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_clusters: dict[str, tuple[list[str], list[str]]] = {}
+"""The start and stop commands of each running :func:`private_postgres` cluster, by URL."""
+
+
+def restart_postgres(cluster_url: str, down_s: float = 3.0, mode: str = "fast") -> None:
+    """Stop a :func:`private_postgres` cluster (``pg_ctl stop -m mode``: every connection is
+    closed), keep it down ``down_s`` seconds, and start it again, as a database restart or a
+    failover does to the service."""
+    start, stop = _clusters[cluster_url]
+    subprocess.run([*stop, "-m", mode, "stop"], check=True, capture_output=True)
+    time.sleep(down_s)
+    subprocess.run([*start, "start"], check=True, capture_output=True)
 
 
 def new_database(cluster_url: str, name: str) -> str:

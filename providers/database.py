@@ -34,6 +34,17 @@ def session_options() -> str:
     return f"-c idle_in_transaction_session_timeout={idle_ms}"
 
 
+def database_errors() -> tuple[type[Exception], ...]:
+    """What Postgres being down or restarting raises (a closed connection, a pool with none
+    to give); nothing without the driver installed."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        return ()
+    return (psycopg.OperationalError, psycopg_pool.PoolTimeout)
+
+
 def _missing_driver() -> ValueError:
     return ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'")
 

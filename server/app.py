@@ -25,7 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from reflexrag.providers.checkpointer import Checkpointers, open_checkpointers
-from reflexrag.providers.database import async_postgres_pool
+from reflexrag.providers.database import async_postgres_pool, database_errors
 from reflexrag.providers.knowledge_base import (
     IngestLimitError,
     KnowledgeBaseError,
@@ -161,13 +161,7 @@ def dependency_errors() -> tuple[type[Exception], ...]:
     Postgres (a closed connection, a pool with none to give) when its driver is installed."""
     import httpx
 
-    errors: list[type[Exception]] = [StoreUnavailableError, httpx.TransportError]
-    with contextlib.suppress(ImportError):
-        import psycopg
-        import psycopg_pool
-
-        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
-    return tuple(errors)
+    return (StoreUnavailableError, httpx.TransportError, *database_errors())
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -25,6 +25,7 @@ from langgraph.types import Command
 
 from reflexrag.graphs import compile_strategy
 from reflexrag.providers.checkpointer import Checkpointers
+from reflexrag.providers.database import database_errors
 from reflexrag.providers.models import ModelServerError
 from reflexrag.server.serialize import jsonable
 from reflexrag.server.store import ServiceStore, run_row
@@ -118,7 +119,7 @@ class RunOutcome:
     """How a run's execution ended."""
 
     status: str = "success"
-    """success, error or interrupted."""
+    """success, error or interrupted; or retry, when the database went away under it."""
     thread_status: str = "idle"
     final_values: dict[str, Any] | None = None
     error: dict[str, str] | None = None
@@ -176,6 +177,13 @@ async def execute_graph(
             await publish("|".join([mode, *namespace]), jsonable(chunk))
     except asyncio.CancelledError:
         outcome.status = "interrupted"
+    except database_errors() as exc:
+        # The database went away under the run (a restart, a failover): not the run's fault.
+        # It is left to be taken up again from its last checkpoint (RunQueue._settle).
+        log.warning("run on thread %s lost the database: %s", spec.thread_id, exc)
+        outcome.status = "retry"
+        outcome.error = {"error": type(exc).__name__, "message": str(exc)}
+        return outcome
     except Exception as exc:  # a failing run is reported to the client, never re-raised
         if isinstance(exc, ModelServerError):
             log.warning("run on thread %s failed: %s", spec.thread_id, exc)
@@ -346,6 +354,9 @@ class RunManager:
             await self.store.set_run_status(active.run_id, "running")
             await active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
             outcome = await execute_graph(spec, self.checkpointers, active.publish)
+            if outcome.status == "retry":  # one process has no queue to hand the run to
+                outcome.status = outcome.thread_status = "error"
+                await active.publish("error", outcome.error)
         except asyncio.CancelledError:
             pass  # cancelled while queued behind another run
         finally:

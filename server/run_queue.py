@@ -16,6 +16,10 @@ checkpoint when it began, its result) and ``run_events`` (its stream, in order).
   stops renewing; another claims the run as the next attempt and continues the thread from its
   latest checkpoint (runs write every step before the next starts, ``durability="sync"``, so no
   finished node runs again). A replica that shuts down cleanly hands its runs over at once.
+- **Database lost.** A run whose database connection fails under it (a restart, a
+  failover) is not an error: its attempt ends, and the run is claimed again (``RETRY_DELAY_S``
+  times its attempt later, or when the lease runs out if the database is still down) and
+  continues from its latest checkpoint; after ``MAX_ATTEMPTS`` it is an error.
 - **Fencing.** Each write of a worker (events, result) names its attempt; a worker that lost
   its lease writes nothing more and stops.
 - **Events.** Inserted in ``run_events``, then ``NOTIFY``: a client streaming or joining on any
@@ -40,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reflexrag.providers.checkpointer import Checkpointers
+from reflexrag.providers.database import database_errors
 from reflexrag.server.run_manager import (
     RunConflictError,
     RunOutcome,
@@ -55,6 +60,10 @@ log = logging.getLogger("reflexrag.server")
 CHANNEL = "reflexrag_runs"
 ACTIVE = ("pending", "running")
 POLL_S = 1.0
+MAX_ATTEMPTS = 6
+"""Attempts a run gets when the database keeps going away under it (then it is an error)."""
+RETRY_DELAY_S = 1.0
+"""Pause before a run the database dropped is taken up again, times its attempt number."""
 """How often waiting code looks again without a notification."""
 
 _SCHEMA = """
@@ -323,6 +332,9 @@ class RunQueue:
             pass
         except LeaseLostError:
             return
+        except database_errors() as exc:
+            log.warning("run %s lost the database before its graph started: %s", run_id, exc)
+            outcome = RunOutcome(status="retry")
         except Exception:
             log.exception("run %s failed before its graph started", run_id)
             outcome = RunOutcome(status="error", thread_status="error")
@@ -390,6 +402,25 @@ class RunQueue:
                 held = await cursor.fetchone()
                 if held is None:
                     return  # another worker has it now, or the run was deleted
+                if outcome.status == "retry" and not held["cancel_requested"]:
+                    if attempt < MAX_ATTEMPTS:
+                        # The database came back: take the run up again, from its last
+                        # checkpoint, after a pause that grows with each attempt.
+                        await connection.execute(
+                            "UPDATE run_queue SET lease_until=clock_timestamp() "
+                            "+ make_interval(secs => %s) WHERE run_id=%s",
+                            (RETRY_DELAY_S * attempt, run_id),
+                        )
+                        await self._notify(connection, "pending", run_id)
+                        return
+                    outcome = RunOutcome(
+                        status="error",
+                        thread_status="error",
+                        error={
+                            "error": "DatabaseUnavailable",
+                            "message": f"the database was lost {attempt} times during this run",
+                        },
+                    )
                 if (
                     self._closing
                     and outcome.status == "interrupted"
