@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from reflexrag.graphs import STRATEGIES, compile_strategy
@@ -164,16 +165,48 @@ async def require_paused(request: Request, thread: dict[str, Any]) -> None:
         )
 
 
-def sse_response(request: Request, run: dict[str, Any], on_disconnect: str) -> StreamingResponse:
+HEARTBEAT_S = 15.0
+"""Silence after which a stream sends an SSE comment, so proxies keep an idle stream open."""
+
+
+def sse_response(
+    request: Request, run: dict[str, Any], on_disconnect: str, after: int = -1
+) -> StreamingResponse:
+    """The run's events as Server-Sent Events, each with its position in the run's stream as
+    its ``id`` (a client that lost the stream reconnects to ``Location`` with the last id it
+    saw as ``Last-Event-ID`` and gets only what came after: ``after``)."""
     manager = runs(request)
 
     async def frames() -> AsyncIterator[str]:
         finished = False
+        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for item in manager.events(run["run_id"]):
+                    queue.put_nowait(item)
+            finally:
+                queue.put_nowait(None)
+
+        pumping = asyncio.create_task(pump())
         try:
-            async for event, data in manager.events(run["run_id"]):
-                yield f"event: {event}\ndata: {dumps(data)}\n\n"
+            position = -1
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+                except TimeoutError:
+                    yield ": heartbeat\n\n"
+                    continue
+                if item is None:
+                    break
+                position += 1
+                if position > after:
+                    event, data = item
+                    yield f"event: {event}\nid: {position}\ndata: {dumps(data)}\n\n"
+            await pumping  # its error, if it failed, ends the stream
             finished = True
         finally:
+            pumping.cancel()
             # The client went away: stop the run if asked to; it stays resumable from its
             # last checkpoint.
             if on_disconnect == "cancel" and not finished:
@@ -183,7 +216,11 @@ def sse_response(request: Request, run: dict[str, Any], on_disconnect: str) -> S
     return StreamingResponse(
         frames(),
         media_type="text/event-stream",
-        headers={"Content-Location": location, "Cache-Control": "no-store"},
+        headers={
+            "Content-Location": location,
+            "Location": f"{location}/stream",
+            "Cache-Control": "no-store",
+        },
     )
 
 
@@ -268,12 +305,21 @@ async def join_run(request: Request, thread_id: str, run_id: str, owner: Owner) 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
 async def join_run_stream(
-    request: Request, thread_id: str, run_id: str, owner: Owner
+    request: Request,
+    thread_id: str,
+    run_id: str,
+    owner: Owner,
+    last_event_id: str | None = Header(None, alias="Last-Event-ID"),
 ) -> StreamingResponse:
+    """The run's stream from its first event, or from after ``Last-Event-ID``."""
     run = await owned_run(request, thread_id, run_id, owner)
     if not await runs(request).tracks(run_id):
         raise HTTPException(404, f"run {run_id} is no longer streaming")
-    return sse_response(request, run, "continue")
+    try:
+        after = -1 if last_event_id in (None, "") else int(last_event_id)
+    except ValueError:
+        raise HTTPException(422, "Last-Event-ID: the id of an event of this run") from None
+    return sse_response(request, run, "continue", after)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, responses=errors(501))

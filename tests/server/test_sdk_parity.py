@@ -229,6 +229,47 @@ async def test_the_store_keeps_items_by_namespace_and_key(base_url):
     await client.store.delete_item(["users", "u2", "prefs"], key="lang")
 
 
+async def test_a_stream_resumes_after_the_last_event_id_it_saw(base_url):
+    """Every event carries its position as its SSE id, and the stream's Location, joined with
+    Last-Event-ID, gives only what came after it (how the SDK reconnects a dropped stream)."""
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    run = await client.runs.create(tid, "naive", input=QUESTION, stream_mode=["updates"])
+    await client.runs.join(tid, run["run_id"])
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        path = f"/threads/{tid}/runs/{run['run_id']}/stream"
+        whole = await http.get(path)
+        ids = [line[4:] for line in whole.text.splitlines() if line.startswith("id: ")]
+        events = [line[7:] for line in whole.text.splitlines() if line.startswith("event: ")]
+        assert ids == [str(n) for n in range(len(events))] and len(events) >= 3
+        rest = await http.get(path, headers={"Last-Event-ID": "1"})
+        assert [line[7:] for line in rest.text.splitlines() if line.startswith("event: ")] == (
+            events[2:]
+        )
+        assert (await http.get(path, headers={"Last-Event-ID": "x"})).status_code == 422
+        streamed = await http.post(
+            f"/threads/{tid}/runs/stream", json={"assistant_id": "naive", "input": QUESTION}
+        )
+        run_id = streamed.headers["content-location"].rsplit("/", 1)[1]
+        assert streamed.headers["location"] == f"/threads/{tid}/runs/{run_id}/stream"
+    parts = [p async for p in client.runs.join_stream(tid, run["run_id"], last_event_id="1")]
+    assert [p.event for p in parts] == events[2:]
+
+
+async def test_a_quiet_stream_sends_heartbeats(base_url, slow_nodes, monkeypatch):
+    from reflexrag.server.routes import runs
+
+    monkeypatch.setattr(runs, "HEARTBEAT_S", 0.1)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        streamed = await http.post(
+            "/runs/stream",
+            json={"assistant_id": "naive", "input": QUESTION, "stream_mode": ["values"]},
+        )
+    assert ": heartbeat" in streamed.text.splitlines()
+    assert "event: values" in streamed.text  # and the events still arrive
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
