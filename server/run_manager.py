@@ -43,11 +43,9 @@ STREAM_MODES = {
     "debug": "debug",
     "tasks": "tasks",
     "checkpoints": "checkpoints",
+    "events": "events",
 }
-UNSUPPORTED_STREAM_MODES = {
-    "events": "stream_mode 'events' (LangChain callback events) is not supported; "
-    "use updates, messages, tasks or debug",
-}
+UNSUPPORTED_STREAM_MODES: dict[str, str] = {}
 MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 
 
@@ -161,20 +159,34 @@ async def execute_graph(
     else:
         graph_input = Command(**spec.command) if spec.command else spec.input
         config = graph_config(spec, spec.checkpoint_id)
+    modes = sorted({STREAM_MODES[mode] for mode in spec.stream_modes if mode != "events"})
+    options = {
+        "context": spec.context,
+        "stream_mode": modes or ["values"],
+        "subgraphs": spec.stream_subgraphs,
+        "interrupt_before": spec.interrupt_before,
+        "interrupt_after": spec.interrupt_after,
+        "durability": "sync",
+    }
+
+    async def publish_chunk(item: Any) -> None:
+        namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
+        # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
+        await publish("|".join([mode, *namespace]), jsonable(chunk))
+
     try:
-        async for item in graph.astream(
-            graph_input,
-            config,
-            context=spec.context,
-            stream_mode=sorted({STREAM_MODES[mode] for mode in spec.stream_modes}),
-            subgraphs=spec.stream_subgraphs,
-            interrupt_before=spec.interrupt_before,
-            interrupt_after=spec.interrupt_after,
-            durability="sync",
-        ):
-            namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
-            # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
-            await publish("|".join([mode, *namespace]), jsonable(chunk))
+        if "events" not in spec.stream_modes:
+            async for item in graph.astream(graph_input, config, **options):
+                await publish_chunk(item)
+        else:
+            # LangChain's callback events, as LangGraph Server sends them: every one but the
+            # graph's own stream events, which carry the other modes' chunks.
+            async for event in graph.astream_events(graph_input, config, version="v2", **options):
+                if event["event"] == "on_chain_stream" and not event.get("parent_ids"):
+                    if modes:
+                        await publish_chunk(event["data"]["chunk"])
+                else:
+                    await publish("events", jsonable(event))
     except asyncio.CancelledError:
         outcome.status = "interrupted"
     except database_errors() as exc:

@@ -115,11 +115,15 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
             "threads.get_history copy", client.threads.get_history(copied["thread_id"], limit=3)
         )
 
-    for mode in ("values", "updates", "debug", "tasks", "checkpoints", "custom"):
+    for mode in ("values", "updates", "debug", "tasks", "checkpoints", "custom", "events"):
         await stream(
             f"runs.stream {mode}",
             client.runs.stream(thread_id, assistant, input=QUESTION, stream_mode=mode),
         )
+    await stream(
+        "runs.stream events and updates",
+        client.runs.stream(thread_id, assistant, input=QUESTION, stream_mode=["events", "updates"]),
+    )
     await stream(
         "runs.stream stateless",
         client.runs.stream(None, assistant, input=QUESTION, stream_mode=["values", "updates"]),

@@ -270,12 +270,26 @@ async def test_a_quiet_stream_sends_heartbeats(base_url, slow_nodes, monkeypatch
     assert "event: values" in streamed.text  # and the events still arrive
 
 
+async def test_the_events_mode_streams_callback_events_beside_the_other_modes(base_url):
+    client = get_client(url=base_url)
+    parts = [
+        part
+        async for part in client.runs.stream(
+            None, "naive", input=QUESTION, stream_mode=["events", "updates"]
+        )
+    ]
+    events = [part.data for part in parts if part.event == "events"]
+    assert (events[0]["event"], events[0]["name"]) == ("on_chain_start", "naive")
+    assert (events[-1]["event"], events[-1]["name"]) == ("on_chain_end", "naive")
+    started = [e["name"] for e in events if e["event"] == "on_chain_start" and e["parent_ids"]]
+    updated = [node for part in parts if part.event == "updates" for node in part.data]
+    assert started == updated == ["prepare", "retrieve", "generate", "finish"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
         ("POST", "/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
-        ("POST", "/runs/stream", {"assistant_id": "naive", "input": QUESTION,
-                                  "stream_mode": ["values", "events"]}),
     ],
 )  # fmt: skip
 async def test_what_is_not_offered_says_so_with_501(base_url, method, path, body):
