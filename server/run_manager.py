@@ -28,7 +28,7 @@ from reflexrag.providers.checkpointer import Checkpointers
 from reflexrag.providers.database import database_errors
 from reflexrag.providers.models import ModelServerError
 from reflexrag.server.serialize import jsonable
-from reflexrag.server.store import ServiceStore, run_row
+from reflexrag.server.store import ServiceStore, run_row, user_id_of
 from reflexrag.state import Context
 
 log = logging.getLogger("reflexrag.server")
@@ -75,6 +75,7 @@ class RunSpec:
     interrupt_before: list[str] | Literal["*"] | None = None
     interrupt_after: list[str] | Literal["*"] | None = None
     """Breakpoints: the run pauses before / after these nodes and resumes with no input."""
+    assistant_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Everything, as JSON: a run queued for another process."""
@@ -89,7 +90,7 @@ class RunSpec:
         return run_row(
             run_id,
             self.thread_id,
-            self.graph_id,
+            self.assistant_id or self.graph_id,
             self.owner,
             self.metadata,
             self.multitask_strategy,
@@ -109,6 +110,14 @@ class RunSpec:
             "interrupt_before": self.interrupt_before,
             "interrupt_after": self.interrupt_after,
             "subgraphs": self.stream_subgraphs,
+            "config": {
+                "configurable": {"thread_id": self.thread_id},
+                **({"recursion_limit": self.recursion_limit} if self.recursion_limit else {}),
+            },
+            "durability": "sync",
+            "temporary": self.delete_thread_after,
+            "webhook": None,
+            "feedback_keys": None,
         }
 
 
@@ -130,11 +139,22 @@ class RunOutcome:
 Publish = Callable[[str, Any], Awaitable[None]]
 
 
-def graph_config(spec: RunSpec, checkpoint_id: str | None) -> dict[str, Any]:
+def graph_config(
+    spec: RunSpec, checkpoint_id: str | None, run_id: str | None = None, attempt: int = 1
+) -> dict[str, Any]:
     configurable: dict[str, Any] = {"thread_id": spec.graph_thread}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
-    config: dict[str, Any] = {"configurable": configurable}
+    # Recorded in every checkpoint's metadata, as LangGraph Server records them.
+    metadata = {
+        **spec.metadata,
+        "graph_id": spec.graph_id,
+        "assistant_id": spec.assistant_id or spec.graph_id,
+        "run_id": run_id,
+        "run_attempt": attempt,
+        "user_id": user_id_of(spec.owner),
+    }
+    config: dict[str, Any] = {"configurable": configurable, "metadata": metadata}
     if spec.recursion_limit:
         config["recursion_limit"] = spec.recursion_limit
     return config
@@ -146,7 +166,13 @@ async def latest_checkpoint_id(checkpointers: Checkpointers, graph_thread: str) 
 
 
 async def execute_graph(
-    spec: RunSpec, checkpointers: Checkpointers, publish: Publish, *, resume: bool = False
+    spec: RunSpec,
+    checkpointers: Checkpointers,
+    publish: Publish,
+    *,
+    resume: bool = False,
+    run_id: str | None = None,
+    attempt: int = 1,
 ) -> RunOutcome:
     """Stream the run's graph, publishing LangGraph Server's events, and read the thread's
     final state. ``resume`` continues the thread from its latest checkpoint (a run taken over
@@ -155,10 +181,10 @@ async def execute_graph(
     outcome = RunOutcome()
     graph = compile_strategy(spec.graph_id, checkpointers.for_run(), checkpointers.store)
     if resume:
-        graph_input, config = None, graph_config(spec, None)
+        graph_input, config = None, graph_config(spec, None, run_id, attempt)
     else:
         graph_input = Command(**spec.command) if spec.command else spec.input
-        config = graph_config(spec, spec.checkpoint_id)
+        config = graph_config(spec, spec.checkpoint_id, run_id, attempt)
     modes = sorted({STREAM_MODES[mode] for mode in spec.stream_modes if mode != "events"})
     options = {
         "context": spec.context,
@@ -365,7 +391,9 @@ class RunManager:
             )
             await self.store.set_run_status(active.run_id, "running")
             await active.publish("metadata", {"run_id": active.run_id, "attempt": 1})
-            outcome = await execute_graph(spec, self.checkpointers, active.publish)
+            outcome = await execute_graph(
+                spec, self.checkpointers, active.publish, run_id=active.run_id
+            )
             if outcome.status == "retry":  # one process has no queue to hand the run to
                 outcome.status = outcome.thread_status = "error"
                 await active.publish("error", outcome.error)

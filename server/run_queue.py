@@ -327,7 +327,9 @@ class RunQueue:
                 sequence += 1
 
             await publish("metadata", {"run_id": run_id, "attempt": attempt})
-            outcome = await execute_graph(spec, self.checkpointers, publish, resume=resume)
+            outcome = await execute_graph(
+                spec, self.checkpointers, publish, resume=resume, run_id=run_id, attempt=attempt
+            )
         except asyncio.CancelledError:
             pass
         except LeaseLostError:

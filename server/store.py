@@ -13,6 +13,7 @@ id without either learning of the other. Each thread row names the key of its ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -211,6 +212,11 @@ def metadata_contains(stored: str, wanted: str) -> bool:
         key in stored_items and _canonical(stored_items[key]) == value
         for key, value in _wanted(wanted)
     )
+
+
+def user_id_of(owner: str) -> str:
+    """Who an owner (an API key) is where it is shown: a digest, never the key itself."""
+    return "key-" + hashlib.sha256(owner.encode()).hexdigest()[:16] if owner else "public"
 
 
 def graph_thread_of(owner: str, thread_id: str) -> str:

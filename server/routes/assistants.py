@@ -253,13 +253,9 @@ def schemas_json(graph_id: str, graph: CompiledStateGraph) -> dict[str, Any]:
         "input_schema": graph.get_input_jsonschema(),
         "output_schema": graph.get_output_jsonschema(),
         "state_schema": graph.get_output_jsonschema(),
-        # Runs are configured by their context; Context fields sent in `configurable` are
-        # read too, which is what this config schema says.
-        "config_schema": {
-            "title": f"{graph_id}_config",
-            "type": "object",
-            "properties": {"configurable": context},
-        },
+        # As LangGraph Server answers for a graph with a context schema: its fields (a run
+        # may send them in `context`, or in `config.configurable`).
+        "config_schema": context,
         "context_schema": context,
     }
 

@@ -139,6 +139,7 @@ async def start_run(
         stream_subgraphs=body.stream_subgraphs,
         interrupt_before=body.interrupt_before,
         interrupt_after=body.interrupt_after,
+        assistant_id=assistant["assistant_id"],
     )
     return await runs(request).start(spec)
 

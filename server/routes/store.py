@@ -9,7 +9,6 @@ index or time-to-live is configured, so ``query`` and ``ttl`` are refused with t
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -17,6 +16,7 @@ from langgraph.store.base import BaseStore, Item
 
 from reflexrag.server.deps import Owner, errors
 from reflexrag.server.schemas import StoreDelete, StoreNamespaces, StorePut, StoreSearch
+from reflexrag.server.store import user_id_of
 
 router = APIRouter(prefix="/store", tags=["store"], responses=errors(401, 422))
 
@@ -25,12 +25,8 @@ def memory(request: Request) -> BaseStore:
     return request.app.state.memory
 
 
-def owner_label(owner: str) -> str:
-    return "key-" + hashlib.sha256(owner.encode()).hexdigest()[:16] if owner else "public"
-
-
 def scoped(owner: str, namespace: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    return (owner_label(owner), *namespace)
+    return (user_id_of(owner), *namespace)
 
 
 def item_json(item: Item) -> dict[str, Any]:

@@ -41,8 +41,8 @@ _EMPTY_STATE = {
 async def thread_json(request: Request, thread: dict[str, Any]) -> dict[str, Any]:
     snapshot = await snapshot_of(request, thread)
     interrupts: dict[str, list[Any]] = {}
-    values: dict[str, Any] = {}
-    if snapshot is not None:
+    values: dict[str, Any] | None = None  # null until the thread has state, as on LangGraph
+    if snapshot is not None and snapshot.created_at is not None:
         values = jsonable(snapshot.values)
         for task in snapshot.tasks:
             if task.interrupts:

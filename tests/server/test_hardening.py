@@ -184,7 +184,7 @@ async def test_thread_ids_are_per_key_and_reveal_nothing(keyed_url):
     await alice.runs.wait(thread["thread_id"], "naive", input=QUESTION)
     # Bob asking for the same id gets a thread of his own: no 409 tells him alice has one.
     same = await bob.threads.create(thread_id=thread["thread_id"])
-    assert same["thread_id"] == thread["thread_id"] and same["values"] == {}
+    assert same["thread_id"] == thread["thread_id"] and same["values"] is None
     assert (await bob.threads.get_state(thread["thread_id"]))["values"] == {}
     mine = await alice.threads.get(thread["thread_id"])
     assert mine["metadata"] == {"owner": "alice"} and mine["values"]["stop_reason"] == "answered"

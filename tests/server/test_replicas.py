@@ -304,12 +304,12 @@ async def test_a_run_the_database_failed_under_is_taken_up_again_from_its_checkp
     real = run_queue.execute_graph
     calls: list[bool] = []
 
-    async def flaky(spec, checkpointers, publish, *, resume=False):
-        calls.append(resume)
+    async def flaky(spec, checkpointers, publish, **options):
+        calls.append(options.get("resume"))
         if len(calls) == 1:
             await publish("updates", {"prepare": {}})
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return await real(spec, checkpointers, publish, resume=resume)
+        return await real(spec, checkpointers, publish, **options)
 
     monkeypatch.setattr(run_queue, "execute_graph", flaky)
     monkeypatch.setattr(run_queue, "RETRY_DELAY_S", 0.2)

@@ -25,6 +25,22 @@ async def test_counts_and_thread_updates(base_url):
     assert await client.threads.count(metadata={"stage": "review"}) == 1
 
 
+async def test_runs_and_checkpoints_carry_the_fields_langgraph_server_gives_them(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    assert thread["values"] is None  # no state yet
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "naive", input=QUESTION, context={"top_k": 2})
+    assert (await client.threads.get(tid))["values"]["question"] == QUESTION["question"]
+    (run,) = await client.runs.list(tid)
+    assert {"config", "durability", "webhook", "temporary", "feedback_keys"} <= set(run["kwargs"])
+    assert run["kwargs"]["config"]["configurable"]["thread_id"] == tid
+    (latest,) = await client.threads.get_history(tid, limit=1)
+    metadata = latest["metadata"]
+    assert (metadata["graph_id"], metadata["run_id"]) == ("naive", run["run_id"])
+    assert metadata["assistant_id"] == run["assistant_id"] and metadata["run_attempt"] == 1
+
+
 async def test_metadata_filters_match_any_key_and_exact_json_types(base_url, request):
     client = get_client(url=base_url)
     odd_keys = {'say "hi"': 1, "nul\u0000byte": [True], "": {"b": 2, "a": 1}, "flag": True}
@@ -54,7 +70,8 @@ async def test_graph_xray_and_subgraph_schemas(base_url):
     assert {"single_step", "multi_step"} <= set(subgraphs)
     assert "question" in subgraphs["single_step"]["input_schema"]["properties"]
     schemas = await client.assistants.get_schemas("self_rag")
-    assert "top_k" in schemas["config_schema"]["properties"]["configurable"]["properties"]
+    assert "top_k" in schemas["config_schema"]["properties"]
+    assert schemas["config_schema"] == schemas["context_schema"]
     versions = await client.assistants.get_versions("self_rag")
     assert [v["version"] for v in versions] == [1]
 
