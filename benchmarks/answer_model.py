@@ -31,6 +31,7 @@ import numpy as np
 
 from reflexrag.benchmarks.evaluate import holds_gold
 from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.benchmarks.metrics import markdown_table
 from reflexrag.nodes.judges import answer_model, local
 from reflexrag.nodes.judges.answer_model import (
     ANSWER_FEATURES,
@@ -252,21 +253,7 @@ def table(reports: list[dict[str, Any]]) -> str:
         ("truthfulness_gated", "truthfulness, P ≥ 0.5"),
         ("always_abstain", "always abstain"),
     )
-    lines = [
-        "| held-out set | " + " | ".join(label for _, label in columns) + " |",
-        "|---|" + "---:|" * len(columns),
-    ]
-    for report in reports:
-        cells = [
-            "–"
-            if report[key] is None
-            else str(report[key])
-            if isinstance(report[key], int)
-            else f"{report[key]:.3f}"
-            for key, _ in columns
-        ]
-        lines.append(f"| {report['set']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_table(reports, columns, "held-out set")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from reflexrag.benchmarks.fixture import load_qa
+from reflexrag.benchmarks.metrics import markdown_table
 from reflexrag.nodes.judges import cascade
 from reflexrag.nodes.judges.local import LocalJudge
 from reflexrag.providers.embeddings import get_embeddings
@@ -148,21 +149,7 @@ def table(reports: list[dict[str, Any]]) -> str:
         ("decided_locally", "decided locally"),
         ("local_accuracy", "local verdicts right"),
     )
-    lines = [
-        "| held-out set | " + " | ".join(label for _, label in columns) + " |",
-        "|---|" + "---:|" * len(columns),
-    ]
-    for report in reports:
-        cells = [
-            "–"
-            if report[key] is None
-            else str(report[key])
-            if isinstance(report[key], int)
-            else f"{report[key]:.3f}"
-            for key, _ in columns
-        ]
-        lines.append(f"| {report['set']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_table(reports, columns, "held-out set")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,8 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from reflexrag.providers.text import is_chinese
 
@@ -129,3 +130,26 @@ def all_gold_recall(retrieved: Sequence[str], gold: Sequence[str]) -> float:
 def gold_fraction(context: Sequence[str], gold: Sequence[str]) -> float:
     """Share of the final context that is gold."""
     return sum(doc_id in gold for doc_id in context) / len(context) if context else 0.0
+
+
+def markdown_table(
+    reports: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]], first: str
+) -> str:
+    """``reports`` as a Markdown table: one row per report, named by its ``set``, then the
+    ``columns`` (key, heading); None shows as "–", integers as they are, other numbers to
+    three decimals."""
+    lines = [
+        f"| {first} | " + " | ".join(label for _, label in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for report in reports:
+        cells = [
+            "–"
+            if report[key] is None
+            else str(report[key])
+            if isinstance(report[key], int)
+            else f"{report[key]:.3f}"
+            for key, _ in columns
+        ]
+        lines.append(f"| {report['set']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

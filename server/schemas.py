@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from reflexrag.server.run_manager import STREAM_MODES, UNSUPPORTED_STREAM_MODES
 from reflexrag.state.context import MAX_RECURSION_LIMIT
@@ -17,6 +17,19 @@ from reflexrag.state.context import MAX_RECURSION_LIMIT
 MAX_OFFSET = 1_000_000
 MAX_URLS = 20
 MAX_DOCUMENTS = 1000
+
+
+def uuid_or_none(value: str | None) -> str | None:
+    """An id a client chose: it must be a UUID, as LangGraph Server's are."""
+    if value is not None:
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise ValueError("must be a UUID") from None
+    return value
+
+
+ChosenId = Annotated[str | None, AfterValidator(uuid_or_none)]
 
 
 class ErrorBody(BaseModel):
@@ -81,20 +94,10 @@ class RunCreate(BaseModel):
 
 
 class ThreadCreate(BaseModel):
-    thread_id: str | None = None
+    thread_id: ChosenId = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
     model_config = {"extra": "allow"}
-
-    @field_validator("thread_id")
-    @classmethod
-    def a_uuid(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                uuid.UUID(value)
-            except ValueError:
-                raise ValueError("thread_id must be a UUID") from None
-        return value
 
 
 class ThreadUpdate(BaseModel):
@@ -149,18 +152,8 @@ class AssistantUpdate(BaseModel):
 
 class AssistantCreate(AssistantUpdate):
     graph_id: str
-    assistant_id: str | None = None
+    assistant_id: ChosenId = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
-
-    @field_validator("assistant_id")
-    @classmethod
-    def a_uuid(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                uuid.UUID(value)
-            except ValueError:
-                raise ValueError("assistant_id must be a UUID") from None
-        return value
 
 
 class AssistantVersionsRequest(BaseModel):
