@@ -60,6 +60,17 @@ class IngestLimitError(KnowledgeBaseError):
     """An input over one of the configured caps on the work an ingest may cause (HTTP 413)."""
 
 
+class IngestStoppedError(KnowledgeBaseError):
+    """An ingest stopped on request (its client went away, its deadline passed): the
+    documents of the batches written before are stored whole, the rest not at all."""
+
+    def __init__(self, report: IngestReport) -> None:
+        super().__init__(
+            f"the ingest was stopped after storing {len(report.doc_ids)} of its documents"
+        )
+        self.report = report
+
+
 class StoreUnavailableError(RuntimeError):
     """The vector store's server cannot be reached (a dependency down: HTTP 503)."""
 
@@ -292,6 +303,7 @@ class KnowledgeBase:
         planned: Callable[[int], None] | None = None,
         report: IngestReport | None = None,
         max_chunks: int | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> IngestReport:
         """Chunk, embed and store documents; unchanged ones are skipped, changed ones replaced.
         A document id given twice is one document, the last given (as two upserts leave it).
@@ -303,7 +315,10 @@ class KnowledgeBase:
         (one store transaction costs far less than one per document), each batch in the order
         that keeps the keyword index a subset of the vector store: unindex and delete what is
         replaced, store, index. ``report`` (filled as batches are stored) tells a caller that
-        stops the ingest midway what is already stored."""
+        stops the ingest midway what is already stored. ``stop`` is asked between slices of
+        the embedding, which comes before anything of a batch is removed or written: when it
+        says so the ingest ends (:class:`IngestStoppedError`) with whole documents stored or
+        none of them, and nothing replaced lost."""
         documents = list({doc.doc_id: doc for doc in documents}.values())
         for doc in documents:
             if not doc.doc_id or not doc.text.strip():
@@ -324,9 +339,10 @@ class KnowledgeBase:
             if planned:
                 planned(chunks)
             for batch in batches:
+                vectors = self._embed(batch, progress, stop, report)
                 for doc_id in batch.replaces:
                     self._remove_document(doc_id)
-                self._write(batch, report, progress)
+                self._store(batch, vectors, report)
         return report
 
     def _plan(self, documents: list[SourceDocument], report: IngestReport) -> list[_WriteBatch]:
@@ -356,17 +372,26 @@ class KnowledgeBase:
         for start in range(0, len(old), WRITE_BATCH):
             self._collection.delete(ids=old[start : start + WRITE_BATCH])
 
-    def _write(
-        self, batch: _WriteBatch, report: IngestReport, progress: Callable[[int], None] | None
-    ) -> None:
-        if not batch.ids:
-            return
+    def _embed(
+        self,
+        batch: _WriteBatch,
+        progress: Callable[[int], None] | None,
+        stop: Callable[[], bool] | None,
+        report: IngestReport,
+    ) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(batch.titled), EMBED_SLICE):
+            if stop and stop():
+                raise IngestStoppedError(report)
             texts = batch.titled[start : start + EMBED_SLICE]
             vectors += self.embeddings.embed_documents(texts)
             if progress:
                 progress(len(texts))
+        return vectors
+
+    def _store(self, batch: _WriteBatch, vectors: list[list[float]], report: IngestReport) -> None:
+        if not batch.ids:
+            return
         for start in range(0, len(batch.ids), WRITE_BATCH):
             window = slice(start, start + WRITE_BATCH)
             self._collection.upsert(

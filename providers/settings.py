@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         default=5_000_000, ge=1, description="Most characters read from one document."
     )
     max_pdf_pages: int = Field(default=2_000, ge=1, description="Most pages read from one PDF.")
+    ingest_deadline_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Longest one HTTP ingest request may embed before it is stopped (504).",
+    )
     header_timeout_s: float = Field(
         default=20.0,
         gt=0,

@@ -61,6 +61,7 @@ _DESCRIPTIONS = {
     415: "Unsupported content type (send application/json).",
     422: "Invalid request: the message names the field.",
     501: "Not implemented by this server.",
+    504: "The request took longer than the server allows (REFLEXRAG_INGEST_DEADLINE_S).",
 }
 
 

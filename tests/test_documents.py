@@ -383,3 +383,13 @@ def test_a_url_is_read_as_what_its_content_type_says(tmp_path):
     assert pdf.metadata["title"] == "Manual" and pdf.text == "Check the tyres monthly."
     assert markdown.metadata["title"] == "Notes" and markdown.text == "Herons eat fish."
     assert plain.text == "Reiher fressen gern Fisch, täglich."
+
+
+def test_a_stopped_ingest_loses_nothing_it_was_replacing(isolated_data_dir):
+    from reflexrag.providers.knowledge_base import IngestStoppedError
+
+    kb = get_knowledge_base("stopped")
+    kb.add([SourceDocument("d", "Herons eat fish.", {})])
+    with pytest.raises(IngestStoppedError, match="after storing 0 of its documents"):
+        kb.add([SourceDocument("d", "Herons fly south.", {})], stop=lambda: True)
+    assert [doc.page_content for doc in kb.search("herons", 4)] == ["Herons eat fish."]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile as StarletteUploadFile
 
 from reflexrag.providers.knowledge_base import (
+    IngestReport,
+    IngestStoppedError,
     KnowledgeBaseError,
     SourceDocument,
     delete_knowledge_base,
@@ -30,7 +34,7 @@ from reflexrag.server.deps import Owner, check_kb_readable, errors, kb_owner_for
 from reflexrag.server.schemas import DocumentsIn
 
 router = APIRouter(prefix="/kb", tags=["knowledge bases"], responses=errors(401, 404, 422))
-_WRITES = errors(403, 413, 415)
+_WRITES = errors(403, 413, 415, 504)
 MAX_FILENAME = 255
 
 
@@ -130,7 +134,7 @@ async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, 
         if not isinstance(upload, StarletteUploadFile):
             raise HTTPException(422, "send the file in a multipart field named 'file'")
         documents = await uploaded_documents(upload)
-        return await ingest(name, owner, documents, _chunk_cap(request))
+        return await ingest(request, name, owner, documents)
     try:
         body = DocumentsIn.model_validate_json(await request.body())
     except ValidationError as exc:
@@ -155,7 +159,7 @@ async def add_documents(request: Request, name: str, owner: Owner) -> dict[str, 
     documents += await asyncio.to_thread(
         load_urls, body.urls, settings.allow_private_urls, settings.max_upload_bytes
     )
-    return await ingest(name, owner, documents, _chunk_cap(request), creator)
+    return await ingest(request, name, owner, documents, creator)
 
 
 @router.post("/{name}/files", responses=_WRITES)
@@ -164,11 +168,7 @@ async def upload_file(
 ) -> dict[str, Any]:
     """The same as a multipart POST to ``/kb/{name}/documents``."""
     validate_kb_name(name)
-    return await ingest(name, owner, await uploaded_documents(file), _chunk_cap(request))
-
-
-def _chunk_cap(request: Request) -> int:
-    return request.app.state.settings.max_ingest_chunks
+    return await ingest(request, name, owner, await uploaded_documents(file))
 
 
 async def uploaded_documents(file: StarletteUploadFile) -> list[SourceDocument]:
@@ -193,14 +193,47 @@ async def uploaded_documents(file: StarletteUploadFile) -> list[SourceDocument]:
 
 
 async def ingest(
+    request: Request,
     name: str,
     owner: str,
     documents: list[SourceDocument],
-    max_chunks: int,
     creator: str | None = None,
 ) -> dict[str, Any]:
+    max_chunks = request.app.state.settings.max_ingest_chunks
     if creator is None:
         creator = await kb_owner_for_writing(name, owner)
     kb = await asyncio.to_thread(get_knowledge_base, name, True, creator)
-    report = await asyncio.to_thread(kb.add, documents, max_chunks=max_chunks)
+    report = await watched(
+        request, lambda stop: kb.add(documents, max_chunks=max_chunks, stop=stop)
+    )
     return {"kb": name, **asdict(report), "chunks": await asyncio.to_thread(kb.count)}
+
+
+async def watched(
+    request: Request, add: Callable[[Callable[[], bool]], IngestReport]
+) -> IngestReport:
+    """Run the ingest ``add(stop)`` in a worker thread, stopping it when its client goes away
+    or ``REFLEXRAG_INGEST_DEADLINE_S`` passes (504, saying what was stored)."""
+    stop = threading.Event()
+    work = asyncio.ensure_future(asyncio.to_thread(add, stop.is_set))
+    deadline = asyncio.get_running_loop().time() + request.app.state.settings.ingest_deadline_s
+    late = False
+    while not work.done():
+        await asyncio.wait({work}, timeout=0.25)
+        if work.done():
+            break
+        late = asyncio.get_running_loop().time() > deadline
+        if late or await request.is_disconnected():
+            stop.set()
+    try:
+        return work.result()
+    except IngestStoppedError as exc:
+        if not late:
+            raise
+        seconds = request.app.state.settings.ingest_deadline_s
+        raise HTTPException(
+            504,
+            f"the ingest took longer than REFLEXRAG_INGEST_DEADLINE_S ({seconds:g} s) and "
+            f"was stopped: {len(exc.report.doc_ids)} documents were stored whole, the rest "
+            "not at all; send the rest again",
+        ) from None

@@ -587,6 +587,23 @@ async def test_half_sent_requests_are_closed_and_connections_capped(tmp_path):
                 writer.close()
 
 
+async def test_an_ingest_past_its_deadline_is_stopped_with_nothing_half_stored(tmp_path):
+    many = {"documents": [{"doc_id": f"d{n}", "text": f"Heron fact {n}: herons eat fish."}
+                          for n in range(600)]}  # fmt: skip
+    async with (
+        running_server(tmp_path, ingest_deadline_s=0.3) as url,
+        httpx.AsyncClient(base_url=url, timeout=120) as http,
+    ):
+        late = await http.post("/kb/slow/documents", json=many)
+        assert late.status_code == 504, late.text
+        assert "REFLEXRAG_INGEST_DEADLINE_S" in late.json()["detail"]
+        assert "0 documents were stored" in late.json()["detail"]  # one batch: all or none
+        stored = await http.get("/kb/slow")
+        assert stored.status_code == 404 or stored.json()["chunks"] == 0
+        one = {"documents": many["documents"][:1]}
+        assert (await http.post("/kb/slow/documents", json=one)).status_code == 200
+
+
 async def test_url_fetches_are_capped_in_size_and_time(tmp_path, web_server, monkeypatch):
     from reflexrag.providers.settings import get_settings
 
