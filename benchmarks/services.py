@@ -111,6 +111,7 @@ def chroma_server() -> Iterator[str]:
         env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
     )
     url = f"http://127.0.0.1:{port}"
+    _chroma[url] = server
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -123,9 +124,20 @@ def chroma_server() -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
+        _chroma.pop(url, None)
         server.kill()
         server.wait()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_chroma: dict[str, subprocess.Popen] = {}
+
+
+def kill_chroma(url: str) -> None:
+    """SIGKILL the :func:`chroma_server` at ``url``, as a crash of the vector store does."""
+    server = _chroma[url]
+    server.kill()
+    server.wait()
 
 
 def start_server(

@@ -704,6 +704,35 @@ async def test_openapi_declares_the_api_key_and_error_responses(base_url):
     assert "security" not in schema["paths"]["/ok"]["get"]
 
 
+async def test_the_vector_store_dying_mid_ingest_is_a_503_not_a_hang(tmp_path, monkeypatch):
+    """The Chroma server killed while an ingest embeds: the ingest answers 503 (its batch is
+    not written), and a run on that knowledge base afterwards a 503 or an error; nothing
+    hangs or answers 500."""
+    from reflexrag.benchmarks.services import chroma_server, kill_chroma
+    from reflexrag.providers.settings import get_settings
+
+    many = {"documents": [{"doc_id": f"d{n}", "text": f"Heron fact {n}: herons eat fish."}
+                          for n in range(400)]}  # fmt: skip
+    with chroma_server() as chroma:
+        monkeypatch.setattr(get_settings(), "chroma_url", chroma)
+        async with (
+            running_server(tmp_path) as url,
+            httpx.AsyncClient(base_url=url, timeout=120) as http,
+        ):
+            first = {"documents": many["documents"][:1]}
+            assert (await http.post("/kb/notes/documents", json=first)).status_code == 200
+            ingest = asyncio.create_task(http.post("/kb/notes/documents", json=many))
+            await asyncio.sleep(1.0)  # embedding: nothing of the batch written yet
+            await asyncio.to_thread(kill_chroma, chroma)
+            reply = await ingest
+            assert reply.status_code == 503, reply.text
+            run = await http.post(
+                "/runs/wait",
+                json={"assistant_id": "naive", "input": QUESTION, "context": {"kb": "notes"}},
+            )
+            assert run.status_code == 503 or "__error__" in run.json(), run.text
+
+
 async def test_a_vector_store_server_that_is_down_is_a_503_and_the_service_recovers(
     tmp_path, monkeypatch
 ):
