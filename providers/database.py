@@ -45,6 +45,15 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (psycopg.OperationalError, psycopg_pool.PoolTimeout)
 
 
+def data_errors() -> tuple[type[Exception], ...]:
+    """What Postgres raises for a value it cannot hold (NUL in text, an invalid escape)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.DataError,)
+
+
 def _missing_driver() -> ValueError:
     return ValueError("a Postgres database needs: pip install 'reflexrag[postgres]'")
 

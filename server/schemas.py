@@ -206,13 +206,16 @@ class DocumentsIn(BaseModel):
     )
 
 
-Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.]+$")]
-"""A namespace label of the store: LangGraph joins labels with '.', so none may hold one."""
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern="^[^.\x00]+$")]
+"""A namespace label of the store: LangGraph joins labels with '.' and refuses NUL."""
+StoreKey = Annotated[str, Field(min_length=1, max_length=1000, pattern="^[^\x00]+$")]
+FilterKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+"""A value filter's key: what LangGraph's SQL stores accept (a path of names)."""
 
 
 class StoreDelete(BaseModel):
     namespace: list[Label] = Field(min_length=1, max_length=10)
-    key: str = Field(min_length=1, max_length=1000)
+    key: StoreKey
 
 
 class StorePut(StoreDelete):
@@ -223,7 +226,7 @@ class StorePut(StoreDelete):
 
 class StoreSearch(BaseModel):
     namespace_prefix: list[Label] = Field(default_factory=list, max_length=10)
-    filter: dict[str, Any] | None = None
+    filter: dict[FilterKey, Any] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     query: str | None = None

@@ -9,11 +9,13 @@ index or time-to-live is configured, so ``query`` and ``ttl`` are refused with t
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
 
+from reflexrag.providers.database import data_errors
 from reflexrag.server.deps import Owner, errors
 from reflexrag.server.schemas import StoreDelete, StoreNamespaces, StorePut, StoreSearch
 from reflexrag.server.store import user_id_of
@@ -42,6 +44,19 @@ def item_json(item: Item) -> dict[str, Any]:
     return found
 
 
+T = TypeVar("T")
+
+
+async def stored(call: Awaitable[T]) -> T:
+    """A store call; what the store refuses (a namespace, a value it cannot hold: NUL in
+    Postgres text) is the request's mistake, a 422 with the reason."""
+    try:
+        return await call
+    except (ValueError, *data_errors()) as exc:
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+        raise HTTPException(422, f"the store refused this: {reason}") from None
+
+
 def _not_configured(what: str) -> HTTPException:
     return HTTPException(501, f"{what} is not configured on this server's store")
 
@@ -51,7 +66,9 @@ async def put_item(request: Request, body: StorePut, owner: Owner) -> Response:
     """Store ``value`` under (``namespace``, ``key``), replacing what was there."""
     if body.ttl is not None:
         raise _not_configured("a time-to-live")
-    await memory(request).aput(scoped(owner, body.namespace), body.key, body.value, index=False)
+    await stored(
+        memory(request).aput(scoped(owner, body.namespace), body.key, body.value, index=False)
+    )
     return Response(status_code=204)
 
 
@@ -64,13 +81,13 @@ async def get_item(
 ) -> dict[str, Any] | None:
     """The item, or null when there is none (as LangGraph Server answers)."""
     labels = [label for label in namespace.split(".") if label] if namespace else []
-    item = await memory(request).aget(scoped(owner, labels), key)
+    item = await stored(memory(request).aget(scoped(owner, labels), key))
     return None if item is None else item_json(item)
 
 
 @router.delete("/items", status_code=204)
 async def delete_item(request: Request, body: StoreDelete, owner: Owner) -> Response:
-    await memory(request).adelete(scoped(owner, body.namespace), body.key)
+    await stored(memory(request).adelete(scoped(owner, body.namespace), body.key))
     return Response(status_code=204)
 
 
@@ -79,22 +96,26 @@ async def search_items(request: Request, body: StoreSearch, owner: Owner) -> dic
     """Items under ``namespace_prefix`` whose values hold ``filter``'s key-value pairs."""
     if body.query:
         raise _not_configured("semantic search (a vector index)")
-    found = await memory(request).asearch(
-        scoped(owner, body.namespace_prefix),
-        filter=body.filter,
-        limit=body.limit,
-        offset=body.offset,
+    found = await stored(
+        memory(request).asearch(
+            scoped(owner, body.namespace_prefix),
+            filter=body.filter,
+            limit=body.limit,
+            offset=body.offset,
+        )
     )
     return {"items": [item_json(item) for item in found]}
 
 
 @router.post("/namespaces")
 async def list_namespaces(request: Request, body: StoreNamespaces, owner: Owner) -> dict[str, Any]:
-    found = await memory(request).alist_namespaces(
-        prefix=scoped(owner, body.prefix or []),
-        suffix=tuple(body.suffix) if body.suffix else None,
-        max_depth=None if body.max_depth is None else body.max_depth + 1,
-        limit=body.limit,
-        offset=body.offset,
+    found = await stored(
+        memory(request).alist_namespaces(
+            prefix=scoped(owner, body.prefix or []),
+            suffix=tuple(body.suffix) if body.suffix else None,
+            max_depth=None if body.max_depth is None else body.max_depth + 1,
+            limit=body.limit,
+            offset=body.offset,
+        )
     )
     return {"namespaces": [list(namespace[1:]) for namespace in found]}

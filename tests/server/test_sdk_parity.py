@@ -239,10 +239,20 @@ async def test_the_store_keeps_items_by_namespace_and_key(base_url):
             ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": 5}, 422),
             ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": {}, "ttl": 5}, 501),
             ("POST", "/store/items/search", {"namespace_prefix": ["a"], "query": "fish"}, 501),
+            ("PUT", "/store/items", {"namespace": ["a\u0000b"], "key": "k", "value": {}}, 422),
+            ("PUT", "/store/items", {"namespace": ["a"], "key": "k\u0000", "value": {}}, 422),
+            ("POST", "/store/items/search", {"filter": {"": 1}}, 422),
+            ("POST", "/store/items/search", {"filter": {"a b": 1}}, 422),
+            ("POST", "/store/namespaces", {"prefix": ["a\u0000"]}, 422),
         ):
             reply = await http.request(method, path, json=body)
             assert reply.status_code == status, (body, reply.text)
             assert reply.json()["detail"]
+        # Postgres text cannot hold NUL: refused there (422), kept by SQLite; never a 500.
+        nul = await http.put(
+            "/store/items", json={"namespace": ["a"], "key": "k", "value": {"t": "a\u0000"}}
+        )
+        assert nul.status_code in (204, 422), nul.text
     await client.store.delete_item(["users", "u2", "prefs"], key="lang")
 
 
