@@ -4,7 +4,8 @@ LangGraph Server serves it to ``client.store`` and Studio's memory view.
 Each API key has its own store: every namespace is kept under a first label naming the key
 (a digest, never the key), which no answer shows. Runs see the same store as
 ``runtime.store``, unscoped (a graph's own namespaces are the graph's business). No vector
-index or time-to-live is configured, so ``query`` and ``ttl`` are refused with the reason.
+index or time-to-live is configured, so ``query`` and ``ttl`` are refused (422) with the
+reason.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ async def stored(call: Awaitable[T]) -> T:
 
 
 def _not_configured(what: str) -> HTTPException:
-    return HTTPException(501, f"{what} is not configured on this server's store")
+    # A request this server's store cannot serve, not a fault of the server: 422.
+    return HTTPException(422, f"{what} is not configured on this server's store")
 
 
 @router.put("/items", status_code=204)
