@@ -45,6 +45,18 @@ def database_errors() -> tuple[type[Exception], ...]:
     return (psycopg.OperationalError, psycopg_pool.PoolTimeout)
 
 
+def integrity_errors() -> tuple[type[Exception], ...]:
+    """What SQLite and Postgres raise for a unique key already taken (someone made the same
+    row first)."""
+    import sqlite3
+
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.IntegrityError,)
+    return (sqlite3.IntegrityError, psycopg.IntegrityError)
+
+
 def data_errors() -> tuple[type[Exception], ...]:
     """What Postgres raises for a value it cannot hold (NUL in text, an invalid escape)."""
     try:

@@ -326,16 +326,13 @@ class KnowledgeBase:
         report = report if report is not None else IngestReport()
         with self._write_lock, self.lexical.exclusive():
             self._reconcile()
-            planning = IngestReport()
-            batches = self._plan(documents, planning)
+            batches = self._plan(documents, report)
             chunks = sum(len(batch.ids) for batch in batches)
             if max_chunks is not None and chunks > max_chunks:
                 raise IngestLimitError(
                     f"these documents make {chunks} chunks, over the cap of {max_chunks} per "
                     "request (REFLEXRAG_MAX_INGEST_CHUNKS); send fewer at a time"
                 )
-            for name in ("added_documents", "replaced_documents", "unchanged_documents"):
-                setattr(report, name, getattr(report, name) + getattr(planning, name))
             if planned:
                 planned(chunks)
             for batch in batches:

@@ -34,7 +34,7 @@ from reflexrag.providers.knowledge_base import (
     get_knowledge_base,
 )
 from reflexrag.providers.settings import get_settings
-from reflexrag.providers.text import is_chinese
+from reflexrag.providers.text import is_chinese, reason_of
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl")
 _SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav"}
@@ -229,8 +229,7 @@ def _unreadable(name: str, what: str, exc: Exception) -> KnowledgeBaseError:
     # A parser meeting a malformed or hostile file can raise nearly anything (pypdf's own
     # errors, lxml's XMLSyntaxError for an undefined entity or billion laughs, KeyError,
     # RecursionError): each means the file cannot be read, a 422, never a 500.
-    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    return KnowledgeBaseError(f"{name} is not a readable {what} ({reason})")
+    return KnowledgeBaseError(f"{name} is not a readable {what} ({reason_of(exc, 200)})")
 
 
 def pdf_sections(path: Path, name: str) -> tuple[str, Sections]:

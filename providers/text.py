@@ -301,3 +301,10 @@ def keywords(text: str, limit: int = 8) -> list[str]:
             seen.setdefault(term, None)
     ranked = sorted(seen, key=lambda term: -_term_weight(term))[:limit]
     return [term for term in seen if term in ranked]
+
+
+def reason_of(exc: BaseException, limit: int | None = None) -> str:
+    """What an exception says, as one line for a message: the first line of its text (cut to
+    ``limit`` characters), or its type's name when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

@@ -34,6 +34,7 @@ from reflexrag.providers.knowledge_base import (
 )
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
+from reflexrag.providers.text import reason_of
 from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
 from reflexrag.server.routes import store as store_api
 from reflexrag.server.routes.system import VERSION
@@ -227,7 +228,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         async def dependency_down(request: Request, exc: Exception) -> JSONResponse:
             # A store that is down is the service's trouble, not the request's: 503, which
             # clients and load balancers retry, never a 500.
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = reason_of(exc)
             return JSONResponse(
                 {"detail": f"a service reflexrag depends on is unavailable: {reason}"},
                 status_code=503,

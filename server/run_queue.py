@@ -60,11 +60,11 @@ log = logging.getLogger("reflexrag.server")
 CHANNEL = "reflexrag_runs"
 ACTIVE = ("pending", "running")
 POLL_S = 1.0
+"""How often waiting code looks again without a notification."""
 MAX_ATTEMPTS = 6
 """Attempts a run gets when the database keeps going away under it (then it is an error)."""
 RETRY_DELAY_S = 1.0
 """Pause before a run the database dropped is taken up again, times its attempt number."""
-"""How often waiting code looks again without a notification."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS run_queue (

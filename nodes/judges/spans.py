@@ -27,7 +27,6 @@ from reflexrag.providers.text import (
     ENGLISH_STOPWORDS,
     is_chinese,
     segment,
-    simplified,
     split_sentences,
     tagged_segment,
     terms,
@@ -176,13 +175,12 @@ class Focus:
 @lru_cache(maxsize=2048)
 def question_focus(question: str) -> Focus:
     """The kind of answer the question's main question word asks for."""
+    question_terms = frozenset(terms(question, for_search=False))
     if is_chinese(question):
-        question_terms = frozenset(terms(simplified(question), for_search=False))
         for kind, pattern in _ZH_KINDS:
             if pattern.search(question):
                 return Focus(kind, question_terms)
         return Focus("thing", question_terms)
-    question_terms = frozenset(terms(question, for_search=False))
     question = " ".join(question.split())  # "What  could …": the patterns read one space
     if _NUMBER_Q_RE.search(question):
         return Focus("number", question_terms)

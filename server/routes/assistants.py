@@ -10,7 +10,6 @@ assistant's id runs its graph with its context under the run's own.
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from typing import Any
 
@@ -18,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from langgraph.graph.state import CompiledStateGraph
 
 from reflexrag.graphs import STRATEGIES, Strategy, compile_strategy
+from reflexrag.providers.database import integrity_errors
 from reflexrag.server.deps import Owner, errors, store
 from reflexrag.server.schemas import (
     AssistantCount,
@@ -69,12 +69,17 @@ async def find_assistant(request: Request, owner: str, assistant_id: str) -> dic
     return found
 
 
+def context_fields(configurable: dict[str, Any]) -> dict[str, Any]:
+    """The values of a config's ``configurable`` that name ``Context`` fields."""
+    known = set(Context.__dataclass_fields__)
+    return {key: value for key, value in configurable.items() if key in known}
+
+
 def assistant_context(assistant: dict[str, Any]) -> dict[str, Any]:
     """What an assistant sets of a run's context: Context fields of its ``configurable``,
     then its ``context``."""
-    known = set(Context.__dataclass_fields__)
     configurable = (assistant.get("config") or {}).get("configurable") or {}
-    return {**{k: v for k, v in configurable.items() if k in known}, **assistant["context"]}
+    return {**context_fields(configurable), **assistant["context"]}
 
 
 def checked(fields: dict[str, Any]) -> dict[str, Any]:
@@ -91,17 +96,6 @@ def checked(fields: dict[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise HTTPException(422, f"invalid context: {exc}") from None
     return fields
-
-
-def _conflict(exc: Exception) -> bool:
-    """A unique-key violation, from SQLite or Postgres: someone made the same row first."""
-    if isinstance(exc, sqlite3.IntegrityError):
-        return True
-    try:
-        import psycopg
-    except ImportError:
-        return False
-    return isinstance(exc, psycopg.IntegrityError)
 
 
 async def stored_assistant(request: Request, owner: str, assistant_id: str) -> dict[str, Any]:
@@ -165,9 +159,7 @@ async def create_assistant(request: Request, body: AssistantCreate, owner: Owner
         try:
             await store(request).create_assistant(owner, assistant_id, **fields)
             return await find_assistant(request, owner, assistant_id)
-        except Exception as exc:
-            if not _conflict(exc):
-                raise
+        except integrity_errors():
             existing = await find_assistant(request, owner, assistant_id)
     if body.if_exists == "do_nothing":
         return existing
@@ -186,9 +178,7 @@ async def update_assistant(
     fields["metadata"] = {**current["metadata"], **(body.metadata or {})}
     try:
         await store(request).add_assistant_version(assistant_id, owner, checked(fields))
-    except Exception as exc:
-        if not _conflict(exc):
-            raise
+    except integrity_errors():
         raise HTTPException(409, f"assistant {assistant_id} changed meanwhile; retry") from None
     return await find_assistant(request, owner, assistant_id)
 

@@ -20,7 +20,11 @@ from reflexrag.server.deps import (
     snapshot_of,
     store,
 )
-from reflexrag.server.routes.assistants import assistant_context, find_assistant
+from reflexrag.server.routes.assistants import (
+    assistant_context,
+    context_fields,
+    find_assistant,
+)
 from reflexrag.server.run_manager import UNSUPPORTED_STREAM_MODES, RunSpec
 from reflexrag.server.schemas import RunCreate
 from reflexrag.server.serialize import dumps, jsonable
@@ -34,11 +38,12 @@ _STARTS = errors(409, 413, 415)
 def build_context(body: RunCreate, assistant: dict[str, Any]) -> Context:
     """The run's context: the assistant's (:func:`assistant_context`), then any Context
     fields the run sends in ``configurable``, then its ``context``."""
-    known = set(Context.__dataclass_fields__)
     configurable = body.config.configurable if body.config else {}
-    overrides = assistant_context(assistant)
-    overrides.update({k: v for k, v in configurable.items() if k in known})
-    overrides.update(body.context or {})
+    overrides = {
+        **assistant_context(assistant),
+        **context_fields(configurable),
+        **(body.context or {}),
+    }
     try:
         return Context.from_overrides(overrides)
     except (TypeError, ValueError) as exc:

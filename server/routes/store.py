@@ -17,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
 
 from reflexrag.providers.database import data_errors
+from reflexrag.providers.text import reason_of
 from reflexrag.server.deps import Owner, errors
 from reflexrag.server.schemas import StoreDelete, StoreNamespaces, StorePut, StoreSearch
 from reflexrag.server.store import user_id_of
@@ -54,8 +55,7 @@ async def stored(call: Awaitable[T]) -> T:
     try:
         return await call
     except (ValueError, *data_errors()) as exc:
-        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
-        raise HTTPException(422, f"the store refused this: {reason}") from None
+        raise HTTPException(422, f"the store refused this: {reason_of(exc, 300)}") from None
 
 
 def _not_configured(what: str) -> HTTPException:
