@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -165,6 +168,14 @@ def dependency_errors() -> tuple[type[Exception], ...]:
     return (StoreUnavailableError, httpx.TransportError, *database_errors())
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON escaped to ASCII: a field error that echoes the client's input encodes even when
+    that input holds a lone surrogate, which UTF-8 cannot (FastAPI's own answer is then a 500)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The service. ``settings`` governs the service's own state (auth, limits, the thread
     table, checkpoints); knowledge bases and models are read by the graphs from the process
@@ -209,6 +220,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.add_middleware(BrowserRequestGuard, allowed_origins=origins)
     app.add_middleware(BodySizeLimit, settings=settings)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return AsciiJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
     @app.exception_handler(KnowledgeBaseError)
     async def kb_error(request: Request, exc: KnowledgeBaseError) -> JSONResponse:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from reflexrag.server.run_manager import STREAM_MODES, UNSUPPORTED_STREAM_MODES
@@ -30,6 +31,19 @@ def uuid_or_none(value: str | None) -> str | None:
 
 
 ChosenId = Annotated[str | None, AfterValidator(uuid_or_none)]
+
+
+def storable(value: Any) -> Any:
+    """JSON that checkpoints and the store can write: both serialise with a library (msgpack,
+    orjson) that holds no integer past 64 bits."""
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        raise ValueError(f"this cannot be stored: {exc}") from None
+    return value
+
+
+StorableJson = Annotated[dict[str, Any], AfterValidator(storable)]
 
 
 class ErrorBody(BaseModel):
@@ -58,8 +72,8 @@ class RunConfig(BaseModel):
 
 class RunCreate(BaseModel):
     assistant_id: str
-    input: dict[str, Any] | None = None
-    command: dict[str, Any] | None = None
+    input: StorableJson | None = None
+    command: StorableJson | None = None
     config: RunConfig | None = None
     context: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
@@ -108,7 +122,7 @@ class ThreadUpdate(BaseModel):
 class StateUpdate(BaseModel):
     """``threads.update_state``: write values as if ``as_node`` had returned them."""
 
-    values: dict[str, Any] | list[Any] | None = None
+    values: Annotated[dict[str, Any] | list[Any] | None, AfterValidator(storable)] = None
     as_node: str | None = None
     checkpoint: CheckpointRef | None = None
     checkpoint_id: str | None = None
@@ -219,14 +233,14 @@ class StoreDelete(BaseModel):
 
 
 class StorePut(StoreDelete):
-    value: dict[str, Any]
+    value: StorableJson
     index: Literal[False] | list[str] | None = None
     ttl: float | None = None
 
 
 class StoreSearch(BaseModel):
     namespace_prefix: list[Label] = Field(default_factory=list, max_length=10)
-    filter: dict[FilterKey, Any] | None = None
+    filter: Annotated[dict[FilterKey, Any], AfterValidator(storable)] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     query: str | None = None

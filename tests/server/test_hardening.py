@@ -457,6 +457,12 @@ async def test_thread_mistakes_are_4xx(base_url):
                 ("post", f"/threads/{tid}/runs/wait", {"assistant_id": "naive", "command": c}, 422)
                 for c in ({}, {"goto": "nonexistent"}, {"goto": ["generate", "x"]}, {"update": 5})
             ),
+            # A checkpoint cannot hold an integer past 64 bits: refused before the run starts.
+            *(
+                ("post", path, {"assistant_id": "naive", "input": {**QUESTION, "n": 2**70}}, 422)
+                for path in (f"/threads/{tid}/runs/wait", "/runs/wait")
+            ),
+            ("post", f"/threads/{tid}/state", {"values": {"question": [2**64]}}, 422),
         ]
         for method, path, body, status in cases:
             response = await http.request(method, path, json=body)
