@@ -9,8 +9,12 @@ words, stopwords removed. Each chunk gets a small integer *slot*; a term's posti
   milliseconds where SQL aggregation over posting rows took ~0.4 s;
 - adding documents appends one blob per term and never rewrites the others; a term split over
   more than ``MAX_BLOCKS`` blobs is merged in the same transaction;
-- removing a document rewrites only the blobs that hold its slots (each chunk keeps its term
-  list for that), in one transaction: a crash leaves it wholly indexed or not at all;
+- removing a document deletes its chunk rows and leaves their slots as *tombstones*: a query
+  drops dead slots' postings before it scores (so scores are what they would be without them),
+  and once the dead outnumber ``COMPACT_SHARE`` of the live chunks one transaction rewrites the
+  blobs that hold them (each tombstone keeps its chunk's term list for that). Rewriting every
+  blob of every term of a document at each removal cost 0.2–0.4 s at 10k–100k chunks, several
+  times adding one; a crash leaves a removal wholly done or not at all;
 - every process that opens the data dir (a server, a CLI ingest beside it) reads the same,
   current index, with nothing held in memory to go stale; with ``REFLEXRAG_DATABASE_URL``
   on Postgres the same tables (blobs as ``BYTEA``) are shared by every replica, and writers
@@ -51,6 +55,10 @@ B = 0.75
 RRF_K = 60
 MAX_BLOCKS = 32
 """Blobs a term's postings may span before they are merged into one."""
+COMPACT_SHARE = 0.05
+"""Dead slots, as a share of live chunks, past which their postings are rewritten away."""
+MIN_COMPACT = 256
+"""Dead slots always tolerated: a small index is not rewritten for every removal."""
 SCHEMA_VERSION = 4
 """3: English terms are lemmas (simplemma), no longer plural-folded words. 4: Chinese terms
 are cut from the text in Simplified characters (Traditional text was cut as it is)."""
@@ -77,6 +85,12 @@ CREATE TABLE IF NOT EXISTS lexical_blocks (
     postings {blob} NOT NULL,
     PRIMARY KEY (kb, term, block)
 ) {without_rowid};
+CREATE TABLE IF NOT EXISTS lexical_dead (
+    kb TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    terms TEXT NOT NULL,
+    PRIMARY KEY (kb, slot)
+) {without_rowid};
 CREATE TABLE IF NOT EXISTS lexical_stats (
     kb TEXT PRIMARY KEY,
     chunks INTEGER NOT NULL,
@@ -85,7 +99,13 @@ CREATE TABLE IF NOT EXISTS lexical_stats (
     next_block INTEGER NOT NULL
 );
 """
-_OLD_TABLES = ("lexical_postings", "lexical_blocks", "lexical_chunks", "lexical_stats")
+_OLD_TABLES = (
+    "lexical_postings",
+    "lexical_blocks",
+    "lexical_chunks",
+    "lexical_dead",
+    "lexical_stats",
+)
 
 
 def _batches(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -99,6 +119,10 @@ def _marks(items: Sequence[object]) -> str:
 
 def _unpack(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=_POSTING).reshape(-1, 3)
+
+
+def _without_dead(postings: np.ndarray, alive: np.ndarray | None) -> np.ndarray:
+    return postings if alive is None else postings[alive[postings[:, 0]]]
 
 
 class LexicalIndex:
@@ -162,6 +186,7 @@ class LexicalIndex:
             self._merge_split_terms(db, sorted(postings))
 
     def _merge_split_terms(self, db: _Connection, touched: list[str]) -> None:
+        alive = None
         for batch in _batches(touched):
             split = db.execute(
                 f"SELECT term FROM lexical_blocks WHERE kb=? AND term IN ({_marks(batch)}) "
@@ -173,12 +198,27 @@ class LexicalIndex:
                     "SELECT block, postings FROM lexical_blocks WHERE kb=? AND term=?",
                     (self.kb, term),
                 ).fetchall()
-                merged = b"".join(blob for _, blob in blocks)
+                if alive is None:
+                    alive = self._alive(db)
+                merged = _without_dead(_unpack(b"".join(blob for _, blob in blocks)), alive)
                 db.execute("DELETE FROM lexical_blocks WHERE kb=? AND term=?", (self.kb, term))
                 db.execute(
                     "INSERT INTO lexical_blocks VALUES (?, ?, ?, ?)",
-                    (self.kb, term, blocks[0][0], merged),
+                    (self.kb, term, blocks[0][0], merged.tobytes()),
                 )
+
+    def _dead_slots(self, db: _Connection) -> np.ndarray:
+        rows = db.execute("SELECT slot FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
+        return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+    def _alive(self, db: _Connection) -> np.ndarray | None:
+        """A mask over slots, False where a removed chunk left its postings; None if none did."""
+        dead = self._dead_slots(db)
+        if not len(dead):
+            return None
+        alive = np.ones(self._stats(db)[2], dtype=bool)
+        alive[dead] = False
+        return alive
 
     def remove_documents(self, doc_ids: Iterable[str]) -> None:
         """Unindex every chunk of these documents, in one transaction."""
@@ -200,8 +240,8 @@ class LexicalIndex:
             self._remove_chunks(db, list(chunk_ids))
 
     def _remove_chunks(self, db: _Connection, chunk_ids: list[str]) -> None:
-        """Drop the chunks' rows and their slots from the blobs of their terms."""
-        slots_by_term: dict[str, list[int]] = defaultdict(list)
+        """Drop the chunks' rows and leave their slots as tombstones; compact when the dead
+        pass ``COMPACT_SHARE`` of the live."""
         removed, removed_length = 0, 0
         for batch in _batches(chunk_ids):
             rows = db.execute(
@@ -209,20 +249,40 @@ class LexicalIndex:
                 "RETURNING slot, length, terms",
                 (self.kb, *batch),
             ).fetchall()
-            for slot, length, chunk_terms in rows:
-                removed, removed_length = removed + 1, removed_length + length
-                for term in chunk_terms.split("\n") if chunk_terms else ():
-                    slots_by_term[term].append(slot)
+            db.executemany(
+                "INSERT INTO lexical_dead VALUES (?, ?, ?)",
+                ((self.kb, slot, chunk_terms) for slot, _, chunk_terms in rows),
+            )
+            removed += len(rows)
+            removed_length += sum(length for _, length, _ in rows)
         if not removed:
             return
-        for term, slots in slots_by_term.items():
-            dead = np.asarray(slots, dtype=_POSTING)
-            for block, blob in db.execute(
-                "SELECT block, postings FROM lexical_blocks WHERE kb=? AND term=?",
-                (self.kb, term),
-            ).fetchall():
+        count, total_length, slot, block = self._stats(db)
+        self._set_stats(db, count - removed, total_length - removed_length, slot, block)
+        (dead,) = db.execute("SELECT COUNT(*) FROM lexical_dead WHERE kb=?", (self.kb,)).fetchone()
+        if dead > max(MIN_COMPACT, COMPACT_SHARE * (count - removed)):
+            self._compact(db)
+
+    def compact(self) -> None:
+        """Rewrite away every dead slot's postings now (removals do it when the dead pile up)."""
+        with self._store.writing(self.kb) as db:
+            self._compact(db)
+
+    def _compact(self, db: _Connection) -> None:
+        rows = db.execute("SELECT terms FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
+        alive = self._alive(db)
+        if alive is None:
+            return
+        touched = sorted({term for (listed,) in rows for term in listed.split("\n") if term})
+        for batch in _batches(touched):
+            blocks = db.execute(
+                "SELECT term, block, postings FROM lexical_blocks "
+                f"WHERE kb=? AND term IN ({_marks(batch)})",
+                (self.kb, *batch),
+            ).fetchall()
+            for term, block, blob in blocks:
                 postings = _unpack(blob)
-                kept = postings[~np.isin(postings[:, 0], dead)]
+                kept = _without_dead(postings, alive)
                 if len(kept) == len(postings):
                     continue
                 if len(kept):
@@ -235,8 +295,7 @@ class LexicalIndex:
                         "DELETE FROM lexical_blocks WHERE kb=? AND term=? AND block=?",
                         (self.kb, term, block),
                     )
-        count, total_length, slot, block = self._stats(db)
-        self._set_stats(db, count - removed, total_length - removed_length, slot, block)
+        db.execute("DELETE FROM lexical_dead WHERE kb=?", (self.kb,))
 
     def _set_stats(
         self, db: _Connection, chunks: int, total_length: int, next_slot: int, next_block: int
@@ -267,12 +326,13 @@ class LexicalIndex:
                     found[term].append(bytes(blob))
             if not found:
                 return []
+            alive = self._alive(db)
             scores = np.zeros(slots, dtype=np.float32)
             average_length = total_length / total or 1.0
             # BM25 as idf·(k1+1)·tf / (tf + k1·(1-b) + k1·b·length/avg), in float32.
             constant, per_length = K1 * (1 - B), np.float32(K1 * B / average_length)
             for blobs in found.values():
-                postings = _unpack(b"".join(blobs))
+                postings = _without_dead(_unpack(b"".join(blobs)), alive)
                 df = len(postings)
                 idf = np.float32(np.log(1 + (total - df + 0.5) / (df + 0.5)) * (K1 + 1))
                 tf = postings[:, 1].astype(np.float32)
@@ -297,7 +357,7 @@ class LexicalIndex:
     def drop(self) -> None:
         """Forget the whole knowledge base."""
         with self._store.writing(self.kb) as db:
-            for table in ("lexical_blocks", "lexical_chunks", "lexical_stats"):
+            for table in ("lexical_blocks", "lexical_chunks", "lexical_dead", "lexical_stats"):
                 db.execute(f"DELETE FROM {table} WHERE kb=?", (self.kb,))
 
 

@@ -83,6 +83,44 @@ def test_removing_a_chunk_drops_only_its_postings_and_merged_blobs_score_alike(
     assert index.chunk_count() == 4
 
 
+def assert_same_ranking(found: list[tuple[str, float]], expected: list[tuple[str, float]]):
+    assert [chunk for chunk, _ in found] == [chunk for chunk, _ in expected]
+    assert [score for _, score in found] == pytest.approx([score for _, score in expected])
+
+
+def test_removed_chunks_score_as_if_never_indexed_until_and_after_compaction(
+    index_location, tmp_path, monkeypatch
+):
+    from reflexrag.providers import lexical
+
+    monkeypatch.setattr(lexical, "MIN_COMPACT", 3)
+    texts = {f"c{n}": (f"d{n}", "heron " * (n % 3 + 1) + f"pond fish{n % 2}") for n in range(12)}
+    index = LexicalIndex(index_location, "kb")
+    index.add(texts)
+    survivors = LexicalIndex(tmp_path / "survivors.sqlite", "kb")
+
+    def dead_rows() -> int:
+        with index._store.reading() as db:
+            return db.execute("SELECT COUNT(*) FROM lexical_dead").fetchone()[0]
+
+    def postings_of(term: str) -> int:
+        with index._store.reading() as db:
+            rows = db.execute("SELECT postings FROM lexical_blocks WHERE term=?", (term,))
+            return sum(len(blob) // 12 for (blob,) in rows.fetchall())
+
+    index.remove_documents(["d0", "d1"])  # two tombstones, under the bar: nothing rewritten
+    survivors.add({cid: value for cid, value in texts.items() if cid not in {"c0", "c1"}})
+    assert dead_rows() == 2 and postings_of("heron") == 12
+    for query in ("heron", "pond fish1", "fish0 heron"):
+        assert_same_ranking(index.search(query, 12), survivors.search(query, 12))
+
+    index.remove_documents(["d2", "d3"])  # four dead against eight live: compacted
+    survivors.remove_documents(["d2", "d3"])
+    assert dead_rows() == 0 and postings_of("heron") == 8
+    assert_same_ranking(index.search("heron fish0", 12), survivors.search("heron fish0", 12))
+    assert index.chunk_count() == 8
+
+
 def test_an_index_from_an_older_version_is_rebuilt_from_the_store(tmp_path):
     import sqlite3
 
