@@ -38,7 +38,7 @@ from reflexrag.providers.knowledge_base import (
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
 from reflexrag.providers.text import reason_of
-from reflexrag.server.routes import assistants, knowledge_bases, runs, system, threads
+from reflexrag.server.routes import assistants, crons, knowledge_bases, runs, system, threads
 from reflexrag.server.routes import store as store_api
 from reflexrag.server.routes.system import VERSION
 from reflexrag.server.run_manager import RunConflictError, RunManager
@@ -199,9 +199,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 app.state.checkpointer = checkpointers.shared
                 app.state.memory = checkpointers.store
                 app.state.runs = manager
+                scheduler = asyncio.create_task(crons.schedule_crons(app))
                 try:
                     yield
                 finally:
+                    scheduler.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await scheduler
                     await manager.close()
                     with contextlib.suppress(Exception):
                         await seeding
@@ -254,7 +258,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def conflict(request: Request, exc: RunConflictError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
-    for router in (system, assistants, threads, runs, store_api, knowledge_bases):
+    for router in (system, assistants, threads, runs, crons, store_api, knowledge_bases):
         app.include_router(router.router)
     # The page at / is a reference client of the API above; its files ship in the package.
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

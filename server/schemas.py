@@ -7,12 +7,14 @@ the field's name, never a 500 further in.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from reflexrag.server.run_manager import STREAM_MODES, UNSUPPORTED_STREAM_MODES
+from reflexrag.server.store import CRON_FIELDS, CRON_SORT_KEYS
 from reflexrag.state.context import MAX_RECURSION_LIMIT
 
 MAX_OFFSET = 1_000_000
@@ -105,6 +107,86 @@ class RunCreate(BaseModel):
         if value is not None and not set(value) <= {"resume", "goto", "update"}:
             raise ValueError("command takes 'resume', 'goto' or 'update'")
         return value
+
+
+OnRunCompleted = Literal["delete", "keep"]
+
+
+def valid_schedule(value: str) -> str:
+    from croniter import croniter
+    from croniter.croniter import CroniterBadDateError
+
+    if not croniter.is_valid(value):
+        raise ValueError(
+            "not a cron schedule: five fields (minute hour day month weekday), e.g. "
+            "'*/5 * * * *', or six with seconds last"
+        )
+    try:
+        croniter(value).get_next()
+    except CroniterBadDateError:
+        raise ValueError(f"the schedule {value!r} names no date to come (31 February?)") from None
+    return value
+
+
+def valid_timezone(value: str | None) -> str | None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if value is not None:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+    return value
+
+
+Schedule = Annotated[str, Field(max_length=200), AfterValidator(valid_schedule)]
+TimeZone = Annotated[str | None, Field(max_length=100), AfterValidator(valid_timezone)]
+
+
+class CronCreate(RunCreate):
+    """A run request with a schedule (``crons.create``, ``crons.create_for_thread``)."""
+
+    schedule: Schedule
+    end_time: datetime | None = None
+    enabled: bool = True
+    timezone: TimeZone = None
+    on_run_completed: OnRunCompleted | None = None
+
+
+class CronUpdate(BaseModel):
+    """``crons.update``: the fields given replace the cron's; an explicit null end_time
+    clears it."""
+
+    schedule: Schedule | None = None
+    end_time: datetime | None = None
+    enabled: bool | None = None
+    timezone: TimeZone = None
+    on_run_completed: OnRunCompleted | None = None
+    input: StorableJson | None = None
+    metadata: dict[str, Any] | None = None
+    config: RunConfig | None = None
+    context: dict[str, Any] | None = None
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    model_config = {"extra": "allow"}
+
+
+class CronCount(BaseModel):
+    assistant_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    model_config = {"extra": "allow"}
+
+
+class CronSearch(CronCount):
+    enabled: bool | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    sort_by: Literal[CRON_SORT_KEYS] = "created_at"  # type: ignore[valid-type]
+    sort_order: Literal["asc", "desc"] = "desc"
+    select: list[Literal[CRON_FIELDS]] | None = None  # type: ignore[valid-type]
 
 
 class ThreadCreate(BaseModel):

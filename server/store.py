@@ -63,6 +63,24 @@ CREATE TABLE IF NOT EXISTS assistant_versions (
     created_at TEXT NOT NULL,
     PRIMARY KEY (owner, assistant_id, version)
 );
+CREATE TABLE IF NOT EXISTS crons (
+    cron_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    thread_id TEXT,
+    schedule TEXT NOT NULL,
+    timezone TEXT,
+    end_time TEXT,
+    on_run_completed TEXT,
+    enabled BOOLEAN NOT NULL,
+    next_run_date TEXT,
+    payload TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (owner, cron_id)
+);
+CREATE INDEX IF NOT EXISTS crons_due ON crons (next_run_date);
 CREATE TABLE IF NOT EXISTS assistants (
     assistant_id TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -178,6 +196,17 @@ def _thread(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _with_metadata(
+    where: str, params: list[Any], metadata: dict[str, Any] | None, column: str = "metadata"
+) -> tuple[str, list[Any]]:
+    """``where`` narrowed to rows whose ``column`` holds every pair of ``metadata``. A Python
+    function, not JSON paths: SQLite's paths cannot name every key (quotes, NUL) and its
+    json_each cuts keys at NUL, so any key a row can hold is matched."""
+    if not metadata:
+        return where, params
+    return f"{where} AND metadata_contains({column}, ?)", [*params, json.dumps(metadata)]
+
+
 def _thread_filter(
     owner: str, metadata: dict[str, Any] | None, status: str | None
 ) -> tuple[str, list[Any]]:
@@ -185,12 +214,7 @@ def _thread_filter(
     if status:
         where += " AND status=?"
         params.append(status)
-    if metadata:
-        # A Python function, not JSON paths: SQLite's paths cannot name every key (quotes,
-        # NUL) and its json_each cuts keys at NUL, so any key a thread can hold is matched.
-        where += " AND metadata_contains(metadata, ?)"
-        params.append(json.dumps(metadata))
-    return where, params
+    return _with_metadata(where, params, metadata)
 
 
 def _canonical(value: Any) -> str:
@@ -296,8 +320,64 @@ def _assistant(row: dict[str, Any], with_updated: bool = True) -> dict[str, Any]
     return found
 
 
+CRON_FIELDS = (
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "on_run_completed",
+    "end_time",
+    "schedule",
+    "timezone",
+    "created_at",
+    "updated_at",
+    "payload",
+    "user_id",
+    "next_run_date",
+    "metadata",
+    "enabled",
+)
+"""A cron as LangGraph Server shows it, in its order."""
+CRON_SORT_KEYS = (
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "next_run_date",
+    "end_time",
+    "created_at",
+    "updated_at",
+)
+
+
+def timestamp(moment: datetime) -> str:
+    """A stored time: UTC (a time given without a zone is read as UTC), always with
+    microseconds, so stored times order as strings."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _cron(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cron_id": row["cron_id"],
+        "assistant_id": row["assistant_id"],
+        "thread_id": row["thread_id"],
+        "on_run_completed": row["on_run_completed"],
+        "end_time": row["end_time"],
+        "schedule": row["schedule"],
+        "timezone": row["timezone"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "payload": json.loads(row["payload"]),
+        "user_id": user_id_of(row["owner"]),
+        "next_run_date": row["next_run_date"],
+        "metadata": json.loads(row["metadata"]),
+        "enabled": bool(row["enabled"]),
+        "owner": row["owner"],
+    }
+
+
 class ServiceStore:
-    """Async access to the thread, run and assistant tables."""
+    """Async access to the thread, run, assistant and cron tables."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -376,7 +456,9 @@ class ServiceStore:
         )
 
     async def delete_thread(self, thread_id: str, owner: str) -> None:
+        """The thread with its runs and crons (as LangGraph Server deletes them)."""
         await self.db.execute("DELETE FROM runs WHERE thread_id=? AND owner=?", (thread_id, owner))
+        await self.db.execute("DELETE FROM crons WHERE thread_id=? AND owner=?", (thread_id, owner))
         await self.db.execute(
             "DELETE FROM threads WHERE thread_id=? AND owner=?", (thread_id, owner)
         )
@@ -496,10 +578,9 @@ class ServiceStore:
         limit: int,
         offset: int,
     ) -> list[dict[str, Any]]:
-        where, params = "assistant_id=? AND owner=?", [assistant_id, owner]
-        if metadata:
-            where += " AND metadata_contains(metadata, ?)"
-            params.append(json.dumps(metadata))
+        where, params = _with_metadata(
+            "assistant_id=? AND owner=?", [assistant_id, owner], metadata
+        )
         rows = await self.db.fetchall(
             f"SELECT * FROM assistant_versions WHERE {where} "
             "ORDER BY version DESC LIMIT ? OFFSET ?",
@@ -528,13 +609,129 @@ class ServiceStore:
         if name:
             where += " AND v.name=?"
             params.append(name)
-        if metadata:
-            where += " AND metadata_contains(v.metadata, ?)"
-            params.append(json.dumps(metadata))
+        where, params = _with_metadata(where, params, metadata, "v.metadata")
         rows = await self.db.fetchall(
             f"{_ASSISTANT} WHERE {where} ORDER BY a.created_at DESC", tuple(params)
         )
         return [_assistant(row) for row in rows]
+
+    # Crons: run requests stored with a schedule; every serving replica's scheduler fires the
+    # due ones, and moving a cron's next date is how one replica claims a firing.
+
+    async def create_cron(self, cron: dict[str, Any]) -> dict[str, Any]:
+        """Store ``cron`` (its row's columns; ``payload`` and ``metadata`` as objects)."""
+        stamp = timestamp(datetime.now(UTC))
+        values = {**cron, "created_at": stamp, "updated_at": stamp}
+        values["payload"] = json.dumps(values["payload"])
+        values["metadata"] = json.dumps(values["metadata"])
+        columns = ", ".join(values)
+        await self.db.execute(
+            f"INSERT INTO crons ({columns}) VALUES ({', '.join('?' * len(values))})",
+            tuple(values.values()),
+        )
+        return await self.get_cron(cron["cron_id"], cron["owner"])  # type: ignore[return-value]
+
+    async def get_cron(self, cron_id: str, owner: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM crons WHERE cron_id=? AND owner=?", (cron_id, owner)
+        )
+        return _cron(row) if row else None
+
+    async def update_cron(self, cron_id: str, owner: str, **fields: Any) -> None:
+        """Set the given columns (``payload`` and ``metadata`` as objects)."""
+        for name in ("payload", "metadata"):
+            if name in fields:
+                fields[name] = json.dumps(fields[name])
+        fields["updated_at"] = timestamp(datetime.now(UTC))
+        assignments = ", ".join(f"{name}=?" for name in fields)
+        await self.db.execute(
+            f"UPDATE crons SET {assignments} WHERE cron_id=? AND owner=?",
+            (*fields.values(), cron_id, owner),
+        )
+
+    async def delete_cron(self, cron_id: str, owner: str) -> bool:
+        deleted = await self.db.execute(
+            "DELETE FROM crons WHERE cron_id=? AND owner=?", (cron_id, owner)
+        )
+        return deleted > 0
+
+    def _cron_filter(
+        self,
+        owner: str,
+        assistant_id: str | None,
+        thread_id: str | None,
+        enabled: bool | None,
+        metadata: dict[str, Any] | None,
+    ) -> tuple[str, list[Any]]:
+        where, params = "owner=?", [owner]
+        for column, value in (
+            ("assistant_id", assistant_id),
+            ("thread_id", thread_id),
+            ("enabled", enabled),
+        ):
+            if value is not None:
+                where += f" AND {column}=?"
+                params.append(value)
+        return _with_metadata(where, params, metadata)
+
+    async def search_crons(
+        self,
+        owner: str,
+        *,
+        assistant_id: str | None = None,
+        thread_id: str | None = None,
+        enabled: bool | None = None,
+        metadata: dict[str, Any] | None = None,
+        sort_by: str = "created_at",
+        descending: bool = True,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """``owner``'s crons that match; ``sort_by`` is one of :data:`CRON_SORT_KEYS`."""
+        if sort_by not in CRON_SORT_KEYS:
+            raise ValueError(f"cannot sort crons by {sort_by!r}")
+        where, params = self._cron_filter(owner, assistant_id, thread_id, enabled, metadata)
+        order = "DESC" if descending else "ASC"
+        rows = await self.db.fetchall(
+            f"SELECT * FROM crons WHERE {where} ORDER BY {sort_by} {order}, cron_id "
+            "LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [_cron(row) for row in rows]
+
+    async def count_crons(
+        self,
+        owner: str,
+        assistant_id: str | None,
+        thread_id: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> int:
+        where, params = self._cron_filter(owner, assistant_id, thread_id, None, metadata)
+        row = await self.db.fetchone(
+            f"SELECT count(*) AS n FROM crons WHERE {where}", tuple(params)
+        )
+        return row["n"] if row else 0
+
+    async def due_crons(self, moment: datetime, limit: int) -> list[dict[str, Any]]:
+        """Enabled crons, of every owner, whose next run is at or before ``moment`` and
+        before their end, soonest first."""
+        at = timestamp(moment)
+        rows = await self.db.fetchall(
+            "SELECT * FROM crons WHERE enabled AND next_run_date IS NOT NULL "
+            "AND next_run_date<=? AND (end_time IS NULL OR end_time>=?) "
+            "ORDER BY next_run_date LIMIT ?",
+            (at, at, limit),
+        )
+        return [_cron(row) for row in rows]
+
+    async def claim_cron(self, cron: dict[str, Any], next_run_date: str | None) -> bool:
+        """Move a due cron to its next date; True for the one replica whose move changed the
+        row (the others read the date it had and match nothing)."""
+        claimed = await self.db.execute(
+            "UPDATE crons SET next_run_date=? WHERE cron_id=? AND owner=? AND next_run_date=?",
+            (next_run_date, cron["cron_id"], cron["owner"], cron["next_run_date"]),
+        )
+        return claimed == 1
 
 
 async def _add_run_kwargs(db: aiosqlite.Connection) -> None:

@@ -97,9 +97,7 @@ async def start_run(
     record."""
     assistant = await find_assistant(request, owner, body.assistant_id)
     strategy = STRATEGIES[assistant["graph_id"]]
-    validate_input(body, strategy.name)
-    context = build_context(body, assistant)
-    await check_kb_readable(owner, context.kb, optional=context.web_kb)
+    context = await check_run(body, assistant, owner)
     checkpoint_id = body.checkpoint_id or (
         body.checkpoint.checkpoint_id if body.checkpoint else None
     )
@@ -147,6 +145,15 @@ async def start_run(
         assistant_id=assistant["assistant_id"],
     )
     return await runs(request).start(spec)
+
+
+async def check_run(body: RunCreate, assistant: dict[str, Any], owner: str) -> Context:
+    """What a run of ``assistant`` would refuse in ``body`` (422, 501), and the knowledge
+    bases it reads, which ``owner`` must be able to read (404); its context."""
+    validate_input(body, assistant["graph_id"])
+    context = build_context(body, assistant)
+    await check_kb_readable(owner, context.kb, optional=context.web_kb)
+    return context
 
 
 async def require_state(request: Request, thread: dict[str, Any]) -> None:

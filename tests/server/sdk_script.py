@@ -6,6 +6,7 @@ LangGraph's own dev server and against ``reflexrag serve``, the shapes must agre
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langgraph_sdk import get_client
@@ -129,8 +130,38 @@ async def run_script(url: str) -> list[tuple[str, Any]]:
         client.runs.stream(None, assistant, input=QUESTION, stream_mode=["values", "updates"]),
     )
     await call("runs.wait stateless", client.runs.wait(None, assistant, input=QUESTION))
+    await crons(client, call, assistant)
     await call("runs.get unknown", client.runs.get(thread_id, UNKNOWN))
     await call("threads.get unknown", client.threads.get(UNKNOWN))
     await call("threads.delete", client.threads.delete(thread_id))
     await call("threads.get deleted", client.threads.get(thread_id))
     return shapes
+
+
+async def crons(client: Any, call: Any, assistant: str) -> None:
+    """A cron on a thread that fires every second until it is deleted, and a stateless one
+    changed and deleted before it fires."""
+    thread = await client.threads.create()
+    cron = await call(
+        "crons.create_for_thread",
+        client.crons.create_for_thread(
+            thread["thread_id"], assistant, schedule="* * * * * *", input=QUESTION
+        ),
+    )
+    for _ in range(180):  # a poll every 5 s on both servers; generous for a loaded machine
+        runs = await client.runs.list(thread["thread_id"])
+        if any(run["status"] == "success" for run in runs):
+            break
+        await asyncio.sleep(0.5)
+    await call("crons fired: runs.list", client.runs.list(thread["thread_id"]))
+    await call("crons.delete thread cron", client.crons.delete(cron["cron_id"]))
+    daily = await call(
+        "crons.create",
+        client.crons.create(assistant, schedule="0 6 * * *", input=QUESTION, metadata={"k": 1}),
+    )
+    await call("crons.search", client.crons.search(assistant_id=assistant))
+    await call("crons.count", client.crons.count(assistant_id=assistant))
+    await call("crons.update", client.crons.update(daily["cron_id"], schedule="0 7 * * *"))
+    await call("crons.delete", client.crons.delete(daily["cron_id"]))
+    await call("crons.search deleted", client.crons.search(metadata={"k": 1}))
+    await client.threads.delete(thread["thread_id"])

@@ -1,8 +1,11 @@
 """The LangGraph Server calls a Studio-style client makes, through ``langgraph_sdk``: counts,
 thread updates and fields, state editing and forking, breakpoints, xray graphs, subgraph
-schemas, the stream modes, and a 501 with the reason for what reflexrag does not offer."""
+schemas, the stream modes, the store and crons."""
 
 from __future__ import annotations
+
+import asyncio
+import uuid
 
 import httpx
 import pytest
@@ -316,14 +319,104 @@ async def test_the_events_mode_streams_callback_events_beside_the_other_modes(ba
     assert started == updated == ["prepare", "retrieve", "generate", "finish"]
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body"),
-    [
-        ("POST", "/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
-    ],
-)  # fmt: skip
-async def test_what_is_not_offered_says_so_with_501(base_url, method, path, body):
+async def wait_for(check, timeout_s: float = 90.0):
+    """Poll ``check`` (async, returning a value or None) until it gives a value."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while (found := await check()) is None:
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.5)
+    return found
+
+
+async def test_a_thread_cron_fires_on_schedule_until_it_is_deleted(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    cron = await client.crons.create_for_thread(
+        thread["thread_id"],
+        "naive",
+        schedule="* * * * * *",  # every second (croniter's sixth field)
+        input=QUESTION,
+        metadata={"job": "nightly"},
+        multitask_strategy="enqueue",
+    )
+    assert cron["thread_id"] == thread["thread_id"] and cron["on_run_completed"] is None
+    assert cron["next_run_date"] and cron["enabled"] is True
     async with httpx.AsyncClient(base_url=base_url) as http:
-        reply = await http.request(method, path, json=body)
-    assert reply.status_code == 501
-    assert reply.json()["detail"]
+        assert (await http.get(f"/runs/crons/{cron['cron_id']}")).json() == cron
+
+    async def a_finished_run():
+        done = [r for r in await client.runs.list(thread["thread_id"]) if r["status"] == "success"]
+        return done[0] if done else None
+
+    run = await wait_for(a_finished_run)
+    assert run["metadata"]["job"] == "nightly"
+    state = await client.threads.get_state(thread["thread_id"], checkpoint_id=None)
+    assert state["values"]["question"] == QUESTION["question"]
+    await client.crons.delete(cron["cron_id"])
+    await asyncio.sleep(7)  # past a poll that could already have claimed a firing
+    fired = len(await client.runs.list(thread["thread_id"], limit=1000))
+    await asyncio.sleep(7)
+    assert len(await client.runs.list(thread["thread_id"], limit=1000)) == fired
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        assert (await http.get(f"/runs/crons/{cron['cron_id']}")).status_code == 404
+
+
+async def test_crons_are_searched_counted_updated_and_go_with_their_thread(base_url):
+    client = get_client(url=base_url)
+    thread = await client.threads.create()
+    daily = await client.crons.create(
+        "naive", schedule="0 6 * * *", input=QUESTION, metadata={"team": "a"},
+        timezone="Europe/Berlin", on_run_completed="keep",
+    )  # fmt: skip
+    # 06:00 in Berlin is 05:00 UTC in winter, 04:00 in summer.
+    assert daily["next_run_date"][11:16] in ("04:00", "05:00")
+    assert daily["thread_id"] is None and daily["on_run_completed"] == "keep"
+    mine = await client.crons.create_for_thread(
+        thread["thread_id"], "self_rag", schedule="*/5 * * * *", input=QUESTION
+    )
+    both = {daily["cron_id"], mine["cron_id"]}
+    found = await client.crons.search(limit=1000)
+    assert both <= {c["cron_id"] for c in found}
+    on_thread = await client.crons.search(thread_id=thread["thread_id"])
+    assert [c["cron_id"] for c in on_thread] == [mine["cron_id"]]
+    assert await client.crons.count(metadata={"team": "a"}) >= 1
+    assert [c["cron_id"] for c in await client.crons.search(metadata={"team": "a"})] == [
+        daily["cron_id"]
+    ]
+    picked = await client.crons.search(thread_id=thread["thread_id"], select=["cron_id"])
+    assert picked == [{"cron_id": mine["cron_id"]}]
+    paused = await client.crons.update(daily["cron_id"], schedule="30 7 * * *", enabled=False)
+    assert (paused["schedule"], paused["enabled"]) == ("30 7 * * *", False)
+    assert paused["next_run_date"][14:16] == "30" and paused["payload"]["input"] == QUESTION
+    assert daily["cron_id"] in {c["cron_id"] for c in await client.crons.search(enabled=False)}
+    await client.threads.delete(thread["thread_id"])
+    assert await client.crons.search(thread_id=thread["thread_id"]) == []
+    await client.crons.delete(daily["cron_id"])
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for path, body in (
+            ("/runs/crons", {"assistant_id": "naive", "schedule": "bogus", "input": QUESTION}),
+            ("/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *"}),
+            ("/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *",
+                             "input": QUESTION, "timezone": "Mars/Olympus"}),
+            ("/runs/crons", {"assistant_id": "naive", "schedule": "* * * * *",
+                             "input": QUESTION, "context": {"kb": "../x"}}),
+            ("/runs/crons", {"assistant_id": "naive", "schedule": "0 0 31 2 *",
+                             "input": QUESTION}),
+            ("/runs/crons/search", {"sort_by": "schedule"}),
+        ):  # fmt: skip
+            reply = await http.post(path, json=body)
+            assert reply.status_code == 422, (body, reply.text)
+            assert reply.json()["detail"]
+        for reply in (
+            await http.post(
+                "/runs/crons", json={"assistant_id": "nobody", "schedule": "* * * * *",
+                                     "input": QUESTION},
+            ),
+            await http.post(
+                f"/threads/{uuid.uuid4()}/runs/crons",
+                json={"assistant_id": "naive", "schedule": "* * * * *", "input": QUESTION},
+            ),
+            await http.get(f"/runs/crons/{uuid.uuid4()}"),
+            await http.delete(f"/runs/crons/{uuid.uuid4()}"),
+        ):  # fmt: skip
+            assert reply.status_code == 404, reply.text
