@@ -9,7 +9,9 @@ the fault, and waits for every run to end:
 - ``kill``: SIGKILL the replica executing the most runs (it is started again afterwards);
 - ``pause``: SIGSTOP it for twice the run lease, then SIGCONT (its leases lapse meanwhile);
 - ``postgres-fast`` / ``postgres-immediate``: stop the database (``pg_ctl -m fast`` closes
-  every connection cleanly, ``-m immediate`` as a crash does), keep it down, start it again.
+  every connection cleanly, ``-m immediate`` as a crash does), keep it down, start it again;
+- ``chroma``: as soon as the runs are claimed, while they search, SIGKILL the Chroma server,
+  keep it down ``CHROMA_DOWN_S``, and start it again on the same port and data.
 
 Per fault it prints the runs that ended ``success``, those that ended otherwise, those lost
 (not ended within ``--timeout``), duplicate node executions (updates in a run's stream beyond
@@ -37,6 +39,7 @@ from reflexrag.benchmarks.services import (
     free_port,
     new_database,
     private_postgres,
+    restart_chroma,
     restart_postgres,
     start_server,
 )
@@ -44,7 +47,8 @@ from reflexrag.benchmarks.services import (
 QUESTION = {"question": "What is Corrective RAG?"}
 STRATEGY = "self_rag"
 LEASE_S = 6
-FAULTS = ("kill", "pause", "postgres-fast", "postgres-immediate")
+FAULTS = ("kill", "pause", "postgres-fast", "postgres-immediate", "chroma")
+CHROMA_DOWN_S = 5.0
 
 
 class Deployment:
@@ -146,6 +150,10 @@ async def inject(fault: str, deployment: Deployment, cluster: str, target: str) 
         deployment.servers[target].send_signal(signal.SIGSTOP)
         await asyncio.sleep(2 * LEASE_S)
         deployment.servers[target].send_signal(signal.SIGCONT)
+    elif fault == "chroma":
+        await asyncio.to_thread(
+            restart_chroma, deployment.env["REFLEXRAG_CHROMA_URL"], CHROMA_DOWN_S
+        )
     else:
         mode = fault.removeprefix("postgres-")
         await asyncio.to_thread(restart_postgres, cluster, 3.0 if mode == "fast" else 8.0, mode)
@@ -172,7 +180,8 @@ async def one_fault(
         )
         started.append((thread["thread_id"], run["run_id"]))
     target = await executing_replica(deployment, database, [run_id for _, run_id in started])
-    await asyncio.sleep(1.0)  # well inside the runs
+    # Inside the runs; the vector store at once, while they are still searching.
+    await asyncio.sleep(0.0 if fault == "chroma" else 1.0)
     fault_at = time.monotonic()
     await inject(fault, deployment, cluster, target)
     ends = await asyncio.gather(

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -94,7 +95,26 @@ def new_database(cluster_url: str, name: str) -> str:
 def chroma_server() -> Iterator[str]:
     """``chroma run`` on a free loopback port over a temporary directory; yields its URL."""
     folder = Path(tempfile.mkdtemp(prefix="reflexrag-chroma-"))
-    port = free_port()
+    url = f"http://127.0.0.1:{free_port()}"
+    _chroma[url] = _start_chroma(url, folder)
+    try:
+        yield url
+    finally:
+        _chroma.pop(url).kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Chroma:
+    def __init__(self, process: subprocess.Popen, folder: Path) -> None:
+        self.process, self.folder = process, folder
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def _start_chroma(url: str, folder: Path) -> _Chroma:
+    """``chroma run`` at ``url`` over ``folder``, once its heartbeat answers."""
     server = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "chroma"),
@@ -104,40 +124,39 @@ def chroma_server() -> Iterator[str]:
             "--host",
             "127.0.0.1",
             "--port",
-            str(port),
+            str(urlsplit(url).port),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
     )
-    url = f"http://127.0.0.1:{port}"
-    _chroma[url] = server
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("chroma run did not start within 60 s") from None
-                time.sleep(0.2)
-        yield url
-    finally:
-        _chroma.pop(url, None)
-        server.kill()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                return _Chroma(server, folder)
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("chroma run did not start within 60 s") from None
+            time.sleep(0.2)
 
 
-_chroma: dict[str, subprocess.Popen] = {}
+_chroma: dict[str, _Chroma] = {}
 
 
 def kill_chroma(url: str) -> None:
     """SIGKILL the :func:`chroma_server` at ``url``, as a crash of the vector store does."""
-    server = _chroma[url]
-    server.kill()
-    server.wait()
+    _chroma[url].kill()
+
+
+def restart_chroma(url: str, down_s: float = 5.0) -> None:
+    """SIGKILL the :func:`chroma_server` at ``url``, keep it down ``down_s`` seconds, and
+    start it again on the same port and data, as a crash and a supervisor's restart do."""
+    folder = _chroma[url].folder
+    kill_chroma(url)
+    time.sleep(down_s)
+    _chroma[url] = _start_chroma(url, folder)
 
 
 def start_server(

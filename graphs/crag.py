@@ -12,7 +12,7 @@ from reflexrag.nodes.crag import (
     rewrite_for_search,
     web_fallback,
 )
-from reflexrag.nodes.rag import finish, generate, give_up, prepare, retrieve
+from reflexrag.nodes.rag import SEARCH_RETRY, finish, generate, give_up, prepare, retrieve
 from reflexrag.nodes.routing import route_after_evaluation, route_after_refinement
 from reflexrag.state import Context, InputState, RAGState
 
@@ -20,9 +20,9 @@ from reflexrag.state import Context, InputState, RAGState
 def corrective_builder() -> StateGraph:
     """Retrieval, evaluation, web fallback and refinement, up to (not including) generate."""
     builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
+    builder.add_node(retrieve, retry_policy=SEARCH_RETRY)
     for node in (
         prepare,
-        retrieve,
         evaluate_retrieval,
         rewrite_for_search,
         web_fallback,

@@ -15,13 +15,13 @@ from reflexrag.nodes.iterative import (
     next_query,
     retrieve_round,
 )
-from reflexrag.nodes.rag import finish, give_up, prepare
+from reflexrag.nodes.rag import SEARCH_RETRY, finish, give_up, prepare
 from reflexrag.nodes.routing import route_after_assessment, route_after_round_retrieval
 from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
 builder.add_node(prepare)
-builder.add_node(retrieve_round)
+builder.add_node(retrieve_round, retry_policy=SEARCH_RETRY)
 builder.add_node(grade_round)
 builder.add_node(draft_answer)
 builder.add_node(assess_round)

@@ -2,12 +2,12 @@
 
 from langgraph.graph import END, START, StateGraph
 
-from reflexrag.nodes.rag import finish, generate, prepare, retrieve
+from reflexrag.nodes.rag import SEARCH_RETRY, finish, generate, prepare, retrieve
 from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
 builder.add_node(prepare)
-builder.add_node(retrieve)
+builder.add_node(retrieve, retry_policy=SEARCH_RETRY)
 builder.add_node(generate)
 builder.add_node(finish)
 builder.add_edge(START, "prepare")

@@ -7,6 +7,7 @@ every loop is bounded by a counter on the state, ending in ``finish`` or ``give_
 from langgraph.graph import END, START, StateGraph
 
 from reflexrag.nodes.rag import (
+    SEARCH_RETRY,
     decide_retrieval,
     finish,
     generate,
@@ -33,8 +34,8 @@ def self_rag_builder(decide: bool = True) -> StateGraph:
     builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
     builder.add_node(prepare)
     if decide:
-        builder.add_node(decide_retrieval)
-    builder.add_node(retrieve)
+        builder.add_node(decide_retrieval, retry_policy=SEARCH_RETRY)
+    builder.add_node(retrieve, retry_policy=SEARCH_RETRY)
     builder.add_node(grade_documents)
     builder.add_node(generate)
     builder.add_node(grade_generation)

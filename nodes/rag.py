@@ -12,10 +12,16 @@ from typing import Any, TypeVar
 
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy
 
 from reflexrag.nodes.judges import Answer, Generator, Judge, get_generator, get_judge
 from reflexrag.nodes.judges.usage import metered
-from reflexrag.providers.knowledge_base import KnowledgeBase, get_knowledge_base
+from reflexrag.providers.knowledge_base import (
+    KnowledgeBase,
+    StoreUnavailableError,
+    get_knowledge_base,
+    vector_store_calls,
+)
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.retriever import external_source, search_external
 from reflexrag.providers.settings import get_settings
@@ -32,6 +38,19 @@ NO_RETRIEVAL_LOCAL_ANSWER = (
     "This question does not need the knowledge base ({reason}), and the local backend only "
     "answers by quoting documents. Configure an LLM generator to answer it directly."
 )
+
+
+SEARCH_RETRY = RetryPolicy(
+    retry_on=StoreUnavailableError,
+    initial_interval=1.0,
+    backoff_factor=2.0,
+    max_interval=8.0,
+    max_attempts=5,
+)
+"""For the nodes that search the knowledge base: a vector store server that is down or
+restarting is tried again after about 1, 2, 4 and 8 s (LangGraph re-runs the node from its
+input) before the run fails, so a restart of the Chroma server does not fail the runs in
+flight."""
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
@@ -235,10 +254,11 @@ async def search_chunks(
     retriever :func:`providers.retriever.use_retriever` gave the run's ``kb`` name."""
     if (source := external_source(context.kb)) is not None:
         return await search_external(source, context.kb, query, k, exclude)
-    kb = await knowledge_base(context)
-    return await asyncio.to_thread(
-        kb.search, query, k, context.retrieval_mode, context.conditions, context.fusion, exclude
-    )
+    with vector_store_calls():
+        kb = await knowledge_base(context)
+        return await asyncio.to_thread(
+            kb.search, query, k, context.retrieval_mode, context.conditions, context.fusion, exclude
+        )
 
 
 async def skip_reading(

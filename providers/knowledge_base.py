@@ -28,6 +28,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import chromadb
+import httpx
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import NotFoundError
@@ -555,6 +556,19 @@ def _client(location: str) -> Any:
             raise StoreUnavailableError(f"the Chroma server at {location} is down: {exc}") from None
     Path(location).mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=location, settings=settings)
+
+
+@contextmanager
+def vector_store_calls() -> Iterator[None]:
+    """Around calls to the vector store: a Chroma server that cannot be reached (down,
+    restarting) raises :class:`StoreUnavailableError`, whatever its client raised, so that
+    callers can tell it from other failures and retry."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        raise StoreUnavailableError(
+            f"the Chroma server at {_chroma_location()} cannot be reached: {exc}"
+        ) from None
 
 
 def _chroma_location() -> str:

@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from reflexrag.graphs import compile_strategy
+from reflexrag.providers.knowledge_base import StoreUnavailableError
 from reflexrag.providers.models import ModelServerError
 from reflexrag.state import Context
 
@@ -168,7 +169,8 @@ async def run_question(
     update as it finishes, subgraph nodes included, and ``on_token(text)`` every token an LLM
     generator writes (judges' tokens never). ``graph`` runs a graph outside the registry. A
     run paused by ``interrupt()`` ends with stop_reason ``needs_clarification``; a model
-    server that fails ends it with stop_reason ``error`` and the reason in ``error``."""
+    server or a vector store server that fails ends it with stop_reason ``error`` and the
+    reason in ``error``."""
     if resume is None and not (question or "").strip():
         raise ValueError("the question is empty")
     if resume is not None and (checkpointer is None or not thread_id):
@@ -229,8 +231,9 @@ async def run_question(
             "answer_kind": "error",
             "generation": "",
         }
-    except ModelServerError as exc:
-        # Keep what the run did before the server failed (its steps and calls), and say why.
+    except (ModelServerError, StoreUnavailableError) as exc:
+        # Keep what the run did before the model or vector store server failed (its steps
+        # and calls; the store was retried for about 15 s), and say why.
         failure = str(exc)
         values = {**values, "stop_reason": "error", "answer_kind": "error", "generation": ""}
         values["sources"] = []

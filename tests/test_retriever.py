@@ -89,3 +89,42 @@ async def test_the_python_api_in_the_readme(isolated_data_dir):
     assert "7 January 1943" in result["answer"] and result["sources"][0]["doc_id"] == "tesla"
     assert {"answer", "answer_kind", "confidence", "sources", "stop_reason"} <= set(result)
     assert kb.delete_documents(["tesla"]) == ["tesla"] and kb.documents() == []
+
+
+@pytest.mark.parametrize("strategy", ["naive", "self_rag", "crag", "iterative"])
+async def test_a_vector_store_down_for_a_moment_is_waited_for_not_a_failed_run(
+    flow_kb, monkeypatch, strategy
+):
+    """Its first two searches meet a Chroma server that refuses connections (restarting): the
+    searching node is run again after 1 and 2 s and the run answers; one that stays down ends
+    the run with the reason."""
+    import httpx
+
+    from reflexrag.providers.knowledge_base import KnowledgeBase
+
+    search, refusals = KnowledgeBase.search, [0]
+
+    def restarting(self, *args, **kwargs):
+        if refusals[0] < 2:
+            refusals[0] += 1
+            raise httpx.ConnectError("[Errno 111] Connection refused")
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(KnowledgeBase, "search", restarting)
+    result = await run_question(strategy, "When did Tesla die?", Context(kb="flow"))
+    assert refusals == [2] and result.error is None
+    assert "1943" in result.answer
+
+
+async def test_a_vector_store_that_stays_down_fails_the_run_with_the_reason(flow_kb, monkeypatch):
+    """After five tries over about 15 s."""
+    import httpx
+
+    from reflexrag.providers.knowledge_base import KnowledgeBase
+
+    def down(self, *args, **kwargs):
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    monkeypatch.setattr(KnowledgeBase, "search", down)
+    result = await run_question("naive", "When did Tesla die?", Context(kb="flow"))
+    assert "cannot be reached" in (result.error or "") and "Connection refused" in result.error
