@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     default_kb: str = Field(
         default="default", description="Knowledge base used when none is named."
     )
+    warm_up: bool = Field(
+        default=True,
+        description="reflexrag serve answers one question on the default knowledge base with "
+        "the local backends at start-up, in the background, so that the first request does "
+        "not pay for loading the encoder, the store and the judges.",
+    )
     judge_backend: Literal["local", "llm"] = Field(
         default="local", description="Backend for the reflection judges (retrieve?, relevant?, …)."
     )

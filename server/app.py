@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import signal
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -168,6 +169,35 @@ def dependency_errors() -> tuple[type[Exception], ...]:
     return (StoreUnavailableError, httpx.TransportError, *database_errors())
 
 
+WARM_UP_QUESTION = "What is Self-RAG?"
+"""One the bundled sample documents answer, so that the warm-up reaches every node."""
+
+
+async def _seed_and_warm_up(settings: Settings, checkpointer: Any) -> None:
+    """Seed the default knowledge base if it is empty; then, with ``warm_up``, answer one
+    question on it with the local backends, unrecorded (its checkpoints are deleted), so that
+    the first request finds the encoder, the store, the Chinese segmenter and the judges
+    loaded. Neither failing stops the server."""
+    from reflexrag.providers.text import load_segmenter
+    from reflexrag.server.runner import run_question
+    from reflexrag.state import Context
+
+    default_kb = get_settings().default_kb
+    try:
+        await asyncio.to_thread(ensure_sample_kb, default_kb)
+        if settings.warm_up:
+            await asyncio.to_thread(load_segmenter)
+            local = Context(kb=default_kb, judge_backend="local", generator_backend="local")
+            thread_id = f"warm-up-{uuid.uuid4()}"
+            result = await run_question(
+                "self_rag", WARM_UP_QUESTION, local, checkpointer=checkpointer, thread_id=thread_id
+            )
+            await checkpointer.adelete_thread(thread_id)
+            log.info("warmed up: one local run in %.2f s", result.elapsed_s)
+    except Exception as exc:  # a store that is down: the first request will say so
+        log.warning("start-up seeding or warm-up did not finish: %s", reason_of(exc))
+
+
 class AsciiJSONResponse(JSONResponse):
     """JSON escaped to ASCII: a field error that echoes the client's input encodes even when
     that input holds a lone surrogate, which UTF-8 cannot (FastAPI's own answer is then a 500)."""
@@ -192,9 +222,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 # dir) in the background, and a run that needs it first waits for the same
                 # seeding.
                 log.info("seeding the default knowledge base in the background if it is empty")
-                seeding = asyncio.create_task(
-                    asyncio.to_thread(ensure_sample_kb, get_settings().default_kb)
-                )
+                seeding = asyncio.create_task(_seed_and_warm_up(settings, checkpointers.shared))
                 app.state.store = store
                 app.state.checkpointer = checkpointers.shared
                 app.state.memory = checkpointers.store
@@ -207,7 +235,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     with contextlib.suppress(asyncio.CancelledError):
                         await scheduler
                     await manager.close()
-                    with contextlib.suppress(Exception):
+                    seeding.cancel()
+                    with contextlib.suppress(BaseException):
                         await seeding
 
     app = FastAPI(

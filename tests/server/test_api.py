@@ -404,3 +404,23 @@ async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypat
     assert "".join(message["content"] for message, _ in tokens) == (
         "CRAG falls back to web search [1]."
     )
+
+
+async def test_the_server_warms_up_in_the_background_and_records_nothing(tmp_path, caplog):
+    """At start-up one local run answers on the default knowledge base, so the first request
+    finds everything loaded; it leaves no thread, run or checkpoint behind."""
+    import logging
+    import sqlite3
+
+    caplog.set_level(logging.INFO, logger="reflexrag.server")
+    async with running_server(tmp_path) as url:
+        for _ in range(1200):
+            if any("warmed up" in record.getMessage() for record in caplog.records):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("no warm-up within 120 s")
+        assert await get_client(url=url).threads.count() == 0
+    with sqlite3.connect(tmp_path / "checkpoints.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM checkpoints").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM writes").fetchone() == (0,)
