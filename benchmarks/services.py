@@ -193,3 +193,39 @@ def start_server(
             time.sleep(0.2)
     process.kill()
     raise RuntimeError("server did not start within 90 s")
+
+
+def minimal_pdf(
+    lines: list[str], title: str = "", pages: int = 1, stream: bytes | None = None
+) -> bytes:
+    """A text PDF (Helvetica) of ``pages`` pages showing ``lines``, written by hand so that
+    tests and benchmarks need no PDF writer; ``title`` goes in its metadata (the document
+    information dictionary); ``stream`` replaces the page content by a FlateDecode-compressed
+    one."""
+    text = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) '" for line in lines) + " ET"
+    content = (
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text.encode())
+        if stream is None
+        else b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream)
+    )
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join([b"3 0 R"] * pages), pages),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        content,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Title (%s) >>" % title.encode(),
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import simplemma
 import yaml
 
 from reflexrag.providers.knowledge_base import (
@@ -37,7 +38,18 @@ from reflexrag.providers.settings import get_settings
 from reflexrag.providers.text import is_chinese, reason_of
 
 SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".jsonl")
-_SKIPPED_HTML_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav"}
+_SKIPPED_HTML_TAGS = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "head",
+    "nav",
+    "footer",
+}
+"""Not the page's text: code, metadata, and the site's navigation and footer (an address or a
+copyright line on every page would be retrieved for any question about the site)."""
 _BLOCK_HTML_TAGS = {"p", "div", "br", "li", "tr", "section", "pre", "table", "blockquote"}
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _FRONT_MATTER_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
@@ -276,11 +288,30 @@ _WRAPPED_SHARE = 0.6
 ending a sentence, was wrapped by the layout: the next line continues it."""
 
 
+_BROKEN_WORD_RE = re.compile(r"([A-Za-z]+)-$")
+_WORD_START_RE = re.compile(r"[a-z]+")
+
+
+def _split_word(previous: str, line: str) -> bool:
+    """Whether the hyphen ending ``previous`` only split a word at the line's end
+    ("biode-" + "gradable"): its first part is no English word and the two together are one,
+    in simplemma's lexicon. A compound whose first part is a word keeps its hyphen
+    ("self-" + "cleaning", "well-" + "known")."""
+    head, tail = _BROKEN_WORD_RE.search(previous), _WORD_START_RE.match(line)
+    if head is None or tail is None:
+        return False
+    first = head.group(1).lower()
+    return not simplemma.is_known(first, lang="en") and simplemma.is_known(
+        first + tail.group(), lang="en"
+    )
+
+
 def clean_pdf_text(text: str) -> str:
     """A PDF page's extracted text as a reader sees it: look-alike code points replaced by
     the characters meant, and lines the layout wrapped joined back into their sentence (with
-    a space, or nothing between Chinese characters); a short line or one ending a sentence
-    keeps its break (a heading, a paragraph's last line)."""
+    a space, or nothing between Chinese characters, or by dropping the hyphen that split a
+    word); a short line or one ending a sentence keeps its break (a heading, a paragraph's
+    last line)."""
     text = _PDF_LOOKALIKE_RE.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
     lines = [line.strip() for line in text.splitlines()]
     lengths = sorted(len(line) for line in lines if line)
@@ -303,6 +334,8 @@ def clean_pdf_text(text: str) -> str:
                 is_chinese(previous[-1]) and is_chinese(line[0])
             )
             between = "" if joined_tight else " "
+            if _split_word(previous, line):
+                previous = previous[:-1]
             out[-1] = previous + between + line
         else:
             out.append(line)
