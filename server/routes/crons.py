@@ -23,6 +23,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
+from pydantic import ValidationError
 
 from reflexrag.server.deps import Owner, errors, owned_thread, store
 from reflexrag.server.routes.assistants import find_assistant
@@ -127,7 +128,10 @@ async def update_cron(
     run_fields = {key: value for key, value in given.items() if key not in _SCHEDULING}
     if run_fields:
         payload = {**cron["payload"], **{k: v for k, v in run_fields.items() if v is not None}}
-        run = RunCreate.model_validate(payload)
+        try:
+            run = RunCreate.model_validate(payload)
+        except ValidationError as exc:
+            raise HTTPException(422, f"the run this cron would start: {exc}") from None
         await check_run(run, await find_assistant(request, owner, run.assistant_id), owner)
         changes["payload"] = payload
         if "metadata" in run_fields:

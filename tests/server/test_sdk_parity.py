@@ -385,6 +385,10 @@ async def test_crons_are_searched_counted_updated_and_go_with_their_thread(base_
     ]
     picked = await client.crons.search(thread_id=thread["thread_id"], select=["cron_id"])
     assert picked == [{"cron_id": mine["cron_id"]}]
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        for change in ({"stream_mode": "bogus"}, {"context": {"top_k": -1}}, {"schedule": "x"}):
+            reply = await http.patch(f"/runs/crons/{daily['cron_id']}", json=change)
+            assert reply.status_code == 422 and reply.json()["detail"], (change, reply.text)
     paused = await client.crons.update(daily["cron_id"], schedule="30 7 * * *", enabled=False)
     assert (paused["schedule"], paused["enabled"]) == ("30 7 * * *", False)
     assert paused["next_run_date"][14:16] == "30" and paused["payload"]["input"] == QUESTION
