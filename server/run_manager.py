@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langgraph.types import Command
 
 from reflexrag.graphs import compile_strategy
@@ -33,7 +34,9 @@ from reflexrag.state import Context
 
 log = logging.getLogger("reflexrag.server")
 
-# API stream mode → LangGraph stream mode. "messages" is served in the tuple form.
+# API stream mode → LangGraph stream mode. "messages-tuple" sends LangGraph's (chunk,
+# metadata) tuples; "messages" alone sends LangGraph Server's messages/metadata, then
+# messages/partial (the message so far) events (:func:`message_events`).
 STREAM_MODES = {
     "values": "values",
     "updates": "updates",
@@ -195,8 +198,15 @@ async def execute_graph(
         "durability": "sync",
     }
 
+    whole_messages = "messages" in spec.stream_modes and "messages-tuple" not in spec.stream_modes
+    seen: dict[str, BaseMessage] = {}
+
     async def publish_chunk(item: Any) -> None:
         namespace, mode, chunk = item if spec.stream_subgraphs else ((), *item)
+        if mode == "messages" and whole_messages:
+            for event, data in message_events(seen, *chunk):
+                await publish(event, data)
+            return
         # LangGraph Server names a subgraph's events "<mode>|<node>:<task id>".
         await publish("|".join([mode, *namespace]), jsonable(chunk))
 
@@ -232,6 +242,25 @@ async def execute_graph(
         await asyncio.shield(publish("error", outcome.error))
     await asyncio.shield(_read_final_state(graph, spec, outcome))
     return outcome
+
+
+def message_events(
+    seen: dict[str, BaseMessage], message: BaseMessage, metadata: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """LangGraph Server's ``messages`` mode for one streamed message piece: the message's
+    metadata the first time its id is seen, then the message so far (``seen`` accumulates the
+    pieces by id) as ``messages/partial`` while it is streamed in chunks, ``messages/complete``
+    when it arrives whole."""
+    key = message.id or ""
+    events = []
+    if key in seen:
+        seen[key] = seen[key] + message
+    else:
+        seen[key] = message
+        events.append(("messages/metadata", {key: {"metadata": jsonable(metadata)}}))
+    kind = "messages/partial" if isinstance(message, BaseMessageChunk) else "messages/complete"
+    events.append((kind, [jsonable(seen[key])]))
+    return events
 
 
 async def _read_final_state(graph: Any, spec: RunSpec, outcome: RunOutcome) -> None:

@@ -406,6 +406,47 @@ async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypat
     )
 
 
+async def test_the_messages_mode_sends_the_message_so_far_as_langgraph_server_does(
+    base_url, monkeypatch
+):
+    """``messages`` alone (the SDK's default form): the message's metadata once, then
+    ``messages/partial`` events, each the whole message so far."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
+    from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
+
+    yes = '{"binary_score": "yes"}'
+    grader = GenericFakeChatModel(
+        messages=iter(
+            [AIMessage(r) for r in ['{"retrieve": "yes"}', *[yes] * 4, '{"level": "fully"}', yes]]
+        )
+    )
+    writer = GenericFakeChatModel(messages=iter([AIMessage("CRAG falls back to web search [1].")]))
+    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: LLMJudge(grader))
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: LLMGenerator(writer))
+    chunks = [
+        c
+        async for c in get_client(url=base_url).runs.stream(
+            None,
+            "self_rag",
+            input=QUESTION,
+            stream_mode="messages",
+            context={"judge_backend": "fake", "generator_backend": "fake"},
+        )
+    ]
+    events = [c.event for c in chunks if c.event.startswith("messages")]
+    assert events[0] == "messages/metadata" and events.count("messages/metadata") == 1
+    assert set(events[1:]) == {"messages/partial"} and len(events) > 3
+    (described_once,) = [c.data for c in chunks if c.event == "messages/metadata"]
+    ((message_id, described),) = described_once.items()
+    assert described["metadata"]["langgraph_node"] == "generate"
+    so_far = [c.data[0]["content"] for c in chunks if c.event == "messages/partial"]
+    assert so_far == sorted(so_far, key=len) and so_far[-1] == "CRAG falls back to web search [1]."
+    assert {c.data[0]["id"] for c in chunks if c.event == "messages/partial"} == {message_id}
+
+
 async def test_the_server_warms_up_in_the_background_and_records_nothing(tmp_path, caplog):
     """At start-up one local run answers on the default knowledge base, so the first request
     finds everything loaded; it leaves no thread, run or checkpoint behind."""
