@@ -235,8 +235,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     with contextlib.suppress(asyncio.CancelledError):
                         await scheduler
                     await manager.close()
-                    seeding.cancel()
-                    with contextlib.suppress(BaseException):
+                    # Waited for, not cancelled: a seeding thread would go on writing the
+                    # store after the writer lock is released, a warm-up on the checkpointer
+                    # after it is closed.
+                    with contextlib.suppress(Exception):
                         await seeding
 
     app = FastAPI(
