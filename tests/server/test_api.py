@@ -371,7 +371,10 @@ async def test_api_keys_guard_and_scope_threads(tmp_path):
         assert thread["thread_id"] not in {t["thread_id"] for t in await bob.threads.search()}
 
 
-async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypatch):
+@pytest.fixture
+def fake_llm(monkeypatch) -> dict[str, str]:
+    """Judge and generator backends named "fake": chat models that answer self_rag's verdicts
+    yes and write one sentence, streamed token by token; the context that selects them."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
@@ -387,6 +390,10 @@ async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypat
     writer = GenericFakeChatModel(messages=iter([AIMessage("CRAG falls back to web search [1].")]))
     monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: LLMJudge(grader))
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: LLMGenerator(writer))
+    return {"judge_backend": "fake", "generator_backend": "fake"}
+
+
+async def test_messages_stream_carries_generator_tokens_only(base_url, fake_llm):
     client = get_client(url=base_url)
     chunks = [
         c
@@ -395,7 +402,7 @@ async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypat
             "self_rag",
             input=QUESTION,
             stream_mode="messages-tuple",
-            context={"judge_backend": "fake", "generator_backend": "fake"},
+            context=fake_llm,
         )
     ]
     tokens = [c.data for c in chunks if c.event == "messages"]
@@ -407,25 +414,10 @@ async def test_messages_stream_carries_generator_tokens_only(base_url, monkeypat
 
 
 async def test_the_messages_mode_sends_the_message_so_far_as_langgraph_server_does(
-    base_url, monkeypatch
+    base_url, fake_llm
 ):
     """``messages`` alone (the SDK's default form): the message's metadata once, then
     ``messages/partial`` events, each the whole message so far."""
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage
-
-    from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS
-    from reflexrag.nodes.judges.llm import LLMGenerator, LLMJudge
-
-    yes = '{"binary_score": "yes"}'
-    grader = GenericFakeChatModel(
-        messages=iter(
-            [AIMessage(r) for r in ['{"retrieve": "yes"}', *[yes] * 4, '{"level": "fully"}', yes]]
-        )
-    )
-    writer = GenericFakeChatModel(messages=iter([AIMessage("CRAG falls back to web search [1].")]))
-    monkeypatch.setitem(JUDGE_BACKENDS, "fake", lambda context: LLMJudge(grader))
-    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda context: LLMGenerator(writer))
     chunks = [
         c
         async for c in get_client(url=base_url).runs.stream(
@@ -433,7 +425,7 @@ async def test_the_messages_mode_sends_the_message_so_far_as_langgraph_server_do
             "self_rag",
             input=QUESTION,
             stream_mode="messages",
-            context={"judge_backend": "fake", "generator_backend": "fake"},
+            context=fake_llm,
         )
     ]
     events = [c.event for c in chunks if c.event.startswith("messages")]
