@@ -208,17 +208,16 @@ class LexicalIndex:
                     (self.kb, term, blocks[0][0], merged.tobytes()),
                 )
 
-    def _dead_slots(self, db: _Connection) -> np.ndarray:
-        rows = db.execute("SELECT slot FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
-        return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-
-    def _alive(self, db: _Connection) -> np.ndarray | None:
-        """A mask over slots, False where a removed chunk left its postings; None if none did."""
-        dead = self._dead_slots(db)
-        if not len(dead):
+    def _alive(self, db: _Connection, dead: Sequence[int] | None = None) -> np.ndarray | None:
+        """A mask over slots, False where a removed chunk left its postings (``dead``, else
+        read from the tombstones); None if none did."""
+        if dead is None:
+            rows = db.execute("SELECT slot FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
+            dead = [row[0] for row in rows]
+        if not dead:
             return None
         alive = np.ones(self._stats(db)[2], dtype=bool)
-        alive[dead] = False
+        alive[np.asarray(dead, dtype=np.int64)] = False
         return alive
 
     def remove_documents(self, doc_ids: Iterable[str]) -> None:
@@ -270,11 +269,11 @@ class LexicalIndex:
             self._compact(db)
 
     def _compact(self, db: _Connection) -> None:
-        rows = db.execute("SELECT terms FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
-        alive = self._alive(db)
+        rows = db.execute("SELECT slot, terms FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
+        alive = self._alive(db, [slot for slot, _ in rows])
         if alive is None:
             return
-        touched = sorted({term for (listed,) in rows for term in listed.split("\n") if term})
+        touched = sorted({term for _, listed in rows for term in listed.split("\n") if term})
         for batch in _batches(touched):
             blocks = db.execute(
                 "SELECT term, block, postings FROM lexical_blocks "
@@ -333,12 +332,16 @@ class LexicalIndex:
             # BM25 as idf·(k1+1)·tf / (tf + k1·(1-b) + k1·b·length/avg), in float32.
             constant, per_length = K1 * (1 - B), np.float32(K1 * B / average_length)
             for blobs in found.values():
-                postings = _without_dead(_unpack(b"".join(blobs)), alive)
-                df = len(postings)
+                postings = _unpack(b"".join(blobs))
+                # A dead slot's postings are not counted in df, and its score is zeroed below:
+                # BM25 as if it had never been indexed, without copying the live postings.
+                df = len(postings) if alive is None else np.count_nonzero(alive[postings[:, 0]])
                 idf = np.float32(np.log(1 + (total - df + 0.5) / (df + 0.5)) * (K1 + 1))
                 tf = postings[:, 1].astype(np.float32)
                 weight = idf * tf / (tf + constant + per_length * postings[:, 2])
                 scores += np.bincount(postings[:, 0], weights=weight, minlength=slots)
+            if alive is not None:
+                scores[~alive] = 0
             top = min(k, slots)
             hits = np.argpartition(-scores, top - 1)[:top]
             hits = hits[scores[hits] > 0]
