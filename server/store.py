@@ -357,22 +357,14 @@ def timestamp(moment: datetime) -> str:
 
 
 def _cron(row: dict[str, Any]) -> dict[str, Any]:
+    """A cron row with its JSON columns read, ``enabled`` a boolean (SQLite stores 1 or 0)
+    and who owns it shown as :func:`user_id_of` (the row's ``owner`` stays, for the routes)."""
     return {
-        "cron_id": row["cron_id"],
-        "assistant_id": row["assistant_id"],
-        "thread_id": row["thread_id"],
-        "on_run_completed": row["on_run_completed"],
-        "end_time": row["end_time"],
-        "schedule": row["schedule"],
-        "timezone": row["timezone"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        **row,
         "payload": json.loads(row["payload"]),
-        "user_id": user_id_of(row["owner"]),
-        "next_run_date": row["next_run_date"],
         "metadata": json.loads(row["metadata"]),
         "enabled": bool(row["enabled"]),
-        "owner": row["owner"],
+        "user_id": user_id_of(row["owner"]),
     }
 
 

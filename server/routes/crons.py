@@ -136,18 +136,18 @@ async def update_cron(
         changes["payload"] = payload
         if "metadata" in run_fields:
             changes["metadata"] = run_fields["metadata"] or {}
-    for field in ("enabled", "on_run_completed"):
-        if given.get(field) is not None:
-            changes[field] = given[field]
+    if given.get("enabled") is not None:
+        changes["enabled"] = given["enabled"]
+    # A thread's runs always keep their thread.
+    if given.get("on_run_completed") is not None and not cron["thread_id"]:
+        changes["on_run_completed"] = given["on_run_completed"]
     if "end_time" in given:
         changes["end_time"] = timestamp(given["end_time"]) if given["end_time"] else None
-    schedule = given.get("schedule") or cron["schedule"]
-    timezone = given["timezone"] if "timezone" in given else cron["timezone"]
     if "schedule" in given or "timezone" in given:
+        schedule = given.get("schedule") or cron["schedule"]
+        timezone = given["timezone"] if "timezone" in given else cron["timezone"]
         changes.update(schedule=schedule, timezone=timezone)
         changes["next_run_date"] = next_run_date(schedule, datetime.now(UTC), timezone)
-    if cron["thread_id"]:
-        changes.pop("on_run_completed", None)  # a thread's runs always keep their thread
     if changes:
         await store(request).update_cron(cron_id, owner, **changes)
     return cron_json(await _owned_cron(request, cron_id, owner))
