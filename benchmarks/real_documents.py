@@ -22,8 +22,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import docx
+
 from reflexrag.benchmarks.evaluate import ABSTENTIONS
 from reflexrag.benchmarks.metrics import markdown_table
+from reflexrag.benchmarks.services import minimal_pdf
 from reflexrag.graphs import STRATEGIES
 from reflexrag.providers.knowledge_base import attach_knowledge_base, open_knowledge_base
 from reflexrag.providers.loaders import load_path
@@ -115,10 +118,6 @@ QUESTIONS = (
 
 def write_folder(folder: Path) -> Path:
     """The documents, as files a user would have: their loaders' real inputs."""
-    import docx
-
-    from reflexrag.benchmarks.services import minimal_pdf
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "handbook.md").write_text(HANDBOOK, encoding="utf-8")
     (folder / "handbook-zh.md").write_text(HANDBOOK_ZH, encoding="utf-8")

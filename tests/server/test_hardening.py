@@ -534,7 +534,8 @@ async def test_an_allowed_origin_may_write(tmp_path):
 
 
 async def test_hostile_or_oversized_uploads_are_4xx_and_store_nothing(tmp_path):
-    from tests.test_documents import BILLION_LAUGHS, minimal_pdf, rewritten_docx, stream_bomb
+    from reflexrag.benchmarks.services import minimal_pdf
+    from tests.test_documents import BILLION_LAUGHS, rewritten_docx, stream_bomb
 
     laughs = rewritten_docx(tmp_path / "laughs.docx", b"&l9;", BILLION_LAUGHS).read_bytes()
     bomb = minimal_pdf([], stream=stream_bomb(80 << 20))
