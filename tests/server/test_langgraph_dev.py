@@ -1,5 +1,6 @@
-"""LangGraph's own dev server (what Studio talks to) serves every strategy offline, and the
-same SDK script gets the same response shapes from it and from ``reflexrag serve``."""
+"""LangGraph's own dev server (what Studio talks to) serves every strategy offline, runs the
+LLM backends against a real model server, and the same SDK script gets the same response
+shapes from it and from ``reflexrag serve``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from reflexrag.benchmarks import model_server
 from reflexrag.graphs import STRATEGIES
 from tests.conftest import REPO
 from tests.server.conftest import free_port
@@ -31,8 +33,19 @@ def test_langgraph_json_lists_every_strategy():
 
 
 @pytest.fixture(scope="module")
-def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """LangGraph's dev server on the repository's langgraph.json: (url, working dir)."""
+def llm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[model_server.RunningServer]:
+    """llama-server with the pinned test model, for the dev server's LLM runs."""
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with model_server.running(log=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(
+    tmp_path_factory: pytest.TempPathFactory, llm_server: model_server.RunningServer
+) -> Iterator[tuple[str, Path]]:
+    """LangGraph's dev server on the repository's langgraph.json: (url, working dir). Its
+    backends stay local unless a run's context asks for the LLM, served by ``llm_server``."""
     tmp_path = tmp_path_factory.mktemp("langgraph-dev")
     port = free_port()
     env = {
@@ -41,6 +54,10 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "LANGSMITH_TRACING": "false",
         "REFLEXRAG_DATA_DIR": str(tmp_path),
+        "REFLEXRAG_OPENAI_BASE_URL": llm_server.base_url,
+        "REFLEXRAG_GRADER_MODEL": llm_server.model,
+        "REFLEXRAG_GENERATOR_MODEL": llm_server.model,
+        "REFLEXRAG_LLM_TIMEOUT_S": "120",
     }
     cli = Path(sys.executable).parent / "langgraph"
     # Run from a scratch folder: the dev server keeps its state (.langgraph_api/) in the
@@ -94,6 +111,31 @@ async def test_langgraph_dev_serves_a_strategy_offline(langgraph_dev):
     assert not [c for c in chunks if c.event == "error"], chunks
     assert nodes[:3] == ["prepare", "decide_retrieval", "retrieve"] and nodes[-1] == "finish"
     assert (workdir / ".langgraph_api").exists() and not (REPO / ".langgraph_api").exists()
+
+
+async def test_the_llm_generator_streams_a_run_under_langgraph_dev(langgraph_dev):
+    """``langgraph dev`` refuses a blocking call on the event loop (BlockingError): the LLM
+    generator, selected by the run's context, must do its file loading (jieba's dictionary,
+    the tokenizer) off it. The answer's tokens stream from the model. (The judges stay local,
+    so that the sample notes reach the generator whatever the small model would grade.)"""
+    url, _ = langgraph_dev
+    client = get_client(url=url)
+    context = {"generator_backend": "llm"}
+    chunks = [
+        c
+        async for c in client.runs.stream(
+            None,
+            "self_rag",
+            input={"question": "Who wrote the Self-RAG paper?"},
+            context=context,
+            stream_mode=["updates", "messages-tuple"],
+        )
+    ]
+    assert not [c for c in chunks if c.event == "error"], chunks
+    nodes = [node for c in chunks if c.event == "updates" for node in c.data]
+    assert "generate" in nodes and nodes[-1] in ("finish", "give_up"), nodes
+    tokens = [c.data[0] for c in chunks if c.event == "messages"]
+    assert tokens and any(token.get("content") for token in tokens)
 
 
 # Fields reflexrag adds: why a run or thread failed, and a thread's pending interrupts (in the
