@@ -93,6 +93,16 @@ async def test_a_verdict_is_one_json_schema_constrained_call():
     assert meter.counts["llm.grader"] == 1
 
 
+async def test_an_empty_draft_is_never_scored_complete_whatever_the_model_says():
+    perfect = '{"relevance": 9, "completeness": 10, "quality": 10, "missing": ["1943"]}'
+    judge = LLMJudge(model(perfect, perfect))
+    empty = await judge.assess_round("When did Tesla die?", "", DOCS[:1], DOCS[:1])
+    drafted = await judge.assess_round("When did Tesla die?", "In 1943.", DOCS[:1], DOCS[:1])
+    assert (empty.relevance, empty.completeness, empty.quality) == (9, 1, 1)
+    assert empty.missing == ["1943"]
+    assert (drafted.completeness, drafted.quality) == (10, 10)
+
+
 async def test_a_refused_response_format_falls_back_once_per_model():
     # The 'server' refuses response_format; the fake has no tool calling either; plain JSON
     # in the prompt works, and the refusals are remembered for the next verdict.

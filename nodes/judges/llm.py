@@ -546,7 +546,12 @@ class LLMJudge:
         if reply is None:
             # Unreadable: neither stop early nor claim the round failed; the round limit ends it.
             return RoundAssessment(5, 5, 5)
-        return RoundAssessment(reply.relevance, reply.completeness, reply.quality, reply.missing)
+        completeness, quality = reply.completeness, reply.quality
+        if not draft.strip():
+            # No draft answers nothing, whatever the model scores it (a 1.5B model gave an
+            # empty draft 10/10/10 and stopped the loop after round 1): as the local judge.
+            completeness, quality = min(completeness, 1), min(quality, 1)
+        return RoundAssessment(reply.relevance, completeness, quality, reply.missing)
 
     async def next_query(
         self,
