@@ -195,6 +195,50 @@ def start_server(
     raise RuntimeError("server did not start within 90 s")
 
 
+def start_langgraph_dev(
+    config: Path, data_dir: Path, port: int, workdir: Path, **env: str
+) -> subprocess.Popen:
+    """LangGraph's own dev server (``langgraph dev``, what Studio talks to) on ``config``, once
+    it answers ``/ok``. It runs from ``workdir``, where it keeps its state (``.langgraph_api``),
+    with its own reflexrag data dir; ``env`` is added to its environment."""
+    environment = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+        "LANGSMITH_TRACING": "false",
+        "REFLEXRAG_DATA_DIR": str(data_dir),
+        **env,
+    }
+    log_path = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "langgraph"),
+            "dev",
+            "--config",
+            str(config),
+            "--no-browser",
+            "--no-reload",
+            "--port",
+            str(port),
+        ],
+        cwd=workdir,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=log_path.open("wb"),
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"langgraph dev exited: {log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("langgraph dev did not start within 300 s")
+
+
 def minimal_pdf(
     lines: list[str], title: str = "", pages: int = 1, stream: bytes | None = None
 ) -> bytes:

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_client
 
 from reflexrag.benchmarks import model_server
+from reflexrag.benchmarks.services import start_langgraph_dev
 from reflexrag.graphs import STRATEGIES
 from tests.conftest import REPO
 from tests.server.conftest import free_port
@@ -48,47 +45,21 @@ def langgraph_dev(
     backends stay local unless a run's context asks for the LLM, served by ``llm_server``."""
     tmp_path = tmp_path_factory.mktemp("langgraph-dev")
     port = free_port()
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "LANGSMITH_TRACING": "false",
-        "REFLEXRAG_DATA_DIR": str(tmp_path),
-        "REFLEXRAG_OPENAI_BASE_URL": llm_server.base_url,
-        "REFLEXRAG_GRADER_MODEL": llm_server.model,
-        "REFLEXRAG_GENERATOR_MODEL": llm_server.model,
-        "REFLEXRAG_LLM_TIMEOUT_S": "120",
-    }
-    cli = Path(sys.executable).parent / "langgraph"
     # Run from a scratch folder: the dev server keeps its state (.langgraph_api/) in the
     # working directory, and the repository must stay clean.
     workdir = tmp_path / "dev"
     workdir.mkdir()
-    process = subprocess.Popen(
-        [
-            str(cli),
-            "dev",
-            "--config",
-            str(REPO / "langgraph.json"),
-            "--no-browser",
-            "--no-reload",
-            "--port",
-            str(port),
-        ],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    process = start_langgraph_dev(
+        REPO / "langgraph.json",
+        tmp_path,
+        port,
+        workdir,
+        REFLEXRAG_OPENAI_BASE_URL=llm_server.base_url,
+        REFLEXRAG_GRADER_MODEL=llm_server.model,
+        REFLEXRAG_GENERATOR_MODEL=llm_server.model,
+        REFLEXRAG_LLM_TIMEOUT_S="120",
     )
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            assert process.poll() is None, process.stdout.read().decode()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
         yield f"http://127.0.0.1:{port}", workdir
     finally:
         process.terminate()
