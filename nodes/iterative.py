@@ -17,6 +17,7 @@ from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import (
     answer_from,
     context_of,
+    generator_for,
     grade_chunks,
     judge_for,
     original_question,
@@ -69,7 +70,7 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     gathered = gathered_documents(state)
     if not gathered:
         return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
-    documents = with_first_retrieval(state, context, gathered)
+    documents = with_first_retrieval(state, context, gathered, await generator_for(context))
     update = await answer_from(state, context, documents, retry=False)
     return {**update, "steps": step("draft_answer", f"draft from {len(documents)} chunks")}
 

@@ -141,14 +141,17 @@ def graded_documents(state: RAGState, relevant_only: bool = True) -> list[Docume
     return sorted(documents, key=lambda doc: -grades[doc.id]["score"])
 
 
-def generation_context(state: RAGState, context: Context) -> list[Document]:
-    """CRAG's refined strips; else the relevant graded documents, best first, followed by
-    what the first retrieval found (what naive RAG would have read: a grade just under the
-    bar must not hide the answer from the generator); else the last retrieval (naive)."""
+def generation_context(
+    state: RAGState, context: Context, generator: Generator | None = None
+) -> list[Document]:
+    """CRAG's refined strips; else the relevant graded documents, best first, followed, for a
+    ``generator`` that reads it (see ``Generator.reads_first_retrieval``), by what the first
+    retrieval found (what naive RAG would have read: a grade just under the bar must not hide
+    the answer from the extractive reader); else the last retrieval (naive)."""
     if state.get("knowledge_strips"):
         return list(state["knowledge_strips"])
     if state.get("doc_grades"):
-        return with_first_retrieval(state, context, graded_documents(state))
+        return with_first_retrieval(state, context, graded_documents(state), generator)
     wanted = state.get("last_retrieved_ids") or []
     by_id = {doc.id: doc for doc in state.get("documents") or []}
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
@@ -166,11 +169,16 @@ def background_context(state: RAGState) -> list[Document]:
 
 
 def with_first_retrieval(
-    state: RAGState, context: Context, documents: list[Document]
+    state: RAGState,
+    context: Context,
+    documents: list[Document],
+    generator: Generator | None = None,
 ) -> list[Document]:
     """The best ``max_context_docs`` of ``documents``, then what the first retrieval found
-    (what naive RAG reads), each once."""
-    first = (state.get("documents") or [])[: context.top_k]
+    (what naive RAG reads), each once; the first retrieval only for a ``generator`` that reads
+    it (any, when none is given)."""
+    reads_first = generator is None or getattr(generator, "reads_first_retrieval", True)
+    first = (state.get("documents") or [])[: context.top_k] if reads_first else []
     chosen = [*documents[: context.max_context_docs], *first]
     return list({doc.id: doc for doc in chosen}.values())
 
@@ -415,7 +423,10 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     judged ungrounded is retried as such (a new answer, not the rejected one); after a new
     retrieval the generator starts afresh."""
     context = context_of(runtime)
-    documents = generation_context(state, context) if state.get("needs_retrieval", True) else []
+    generator = await generator_for(context)
+    documents = (
+        generation_context(state, context, generator) if state.get("needs_retrieval", True) else []
+    )
     update = await answer_from(state, context, documents, retry=state.get("grounding") == "none")
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
     return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
@@ -425,7 +436,8 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     """Check the answer is grounded in its documents, then that it answers the question."""
     context = context_of(runtime)
     judge = await judge_for(context)
-    documents = generation_context(state, context)
+    # The answer is checked against what its generator read.
+    documents = generation_context(state, context, await generator_for(context))
     answer, quote = state["generation"], state.get("quote") or ""
     with metered() as meter:
         grade = await judge.grade_answer(original_question(state), answer, documents, quote)

@@ -87,21 +87,27 @@ async def test_the_round_counter_bounds_a_loop_that_is_never_complete(flow_kb, m
     assert state["stop_reason"] == "max_retrieval_attempts"
 
 
-async def test_the_answer_reads_what_the_first_round_found_as_well(flow_kb, monkeypatch):
-    # Round 1's chunk is judged irrelevant, round 2's relevant: the answer still reads both,
-    # so a later hop adds to what naive RAG would have read instead of replacing it.
-    context = scripted(
-        monkeypatch,
-        [NO, scores(2, relevance=1, missing=("inventor",)), "inventor Edison", YES, scores(9)],
-        ["Edison died in 1931 [1][2]."],
-        top_k=1,
-    )
+async def test_a_written_answer_reads_the_accepted_chunks_and_an_extracted_one_round_1_too(
+    flow_kb, monkeypatch
+):
+    # Round 1's chunk is judged irrelevant, round 2's relevant. The LLM generator writes from
+    # the accepted chunk alone (as the Self-RAG tutorial does; the rejected one costs tokens
+    # and distracts it); the extractive reader also reads what round 1 found, so a later hop
+    # adds to what naive RAG would have read instead of replacing it.
+    grader = [NO, scores(2, relevance=1, missing=("inventor",)), "inventor Edison", YES, scores(9)]
+    context = scripted(monkeypatch, grader, ["Edison died in 1931 [1][2]."], top_k=1)
     state = await iterative_graph.ainvoke(
         {"question": "When did the inventor die?"}, context=context
     )
     first, second = (r["retrieved_ids"][0] for r in state["rounds"])
     assert state["rounds"][0]["relevant_ids"] == [] and state["rounds"][1]["relevant_ids"]
-    assert {source["id"] for source in state["sources"]} == {first, second}
+    assert {source["id"] for source in state["sources"]} == {second}
+    reader = ReadingGenerator()
+    reader.reads_first_retrieval = True
+    context = scripted(monkeypatch, grader, [], top_k=1)
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
+    await iterative_graph.ainvoke({"question": "When did the inventor die?"}, context=context)
+    assert reader.quotable == [second, first]
 
 
 class ReadingGenerator:

@@ -171,6 +171,12 @@ class Generator(Protocol):
     backend: str
     reports_confidence: bool
     """Whether its answers carry their own confidence (else the sources' grades stand in)."""
+    reads_first_retrieval: bool
+    """Whether it is shown what the first retrieval found beside the documents the judges
+    accepted. The extractive reader weighs every sentence itself, so a chunk graded just under
+    the bar must not be hidden from it; a model writing an answer reads the accepted evidence
+    only, as in the Self-RAG tutorial (the rest costs prompt tokens and distracts it). A
+    backend without the attribute is shown both."""
 
     async def generate(
         self,

@@ -609,6 +609,7 @@ class LLMGenerator:
 
     backend = "llm"
     reports_confidence = False
+    reads_first_retrieval = False
 
     def __init__(self, model: BaseChatModel) -> None:
         self.model = model

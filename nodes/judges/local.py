@@ -364,6 +364,7 @@ class ExtractiveGenerator:
 
     backend = "local"
     reports_confidence = True
+    reads_first_retrieval = True
 
     def __init__(self, embeddings: Embeddings, max_sentences: int = 2) -> None:
         # Sentences are ranked against the whole question: a sentence matching one clause
