@@ -163,36 +163,11 @@ def start_server(
     data_dir: Path, port: int, cwd: Path | None = None, **env: str
 ) -> subprocess.Popen:
     """``reflexrag serve`` on ``port`` with its own data dir, once it answers ``/ok``."""
+    command = [sys.executable, "-m", "reflexrag.server.cli", "serve", "--port", str(port)]
     environment = {**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env}
-    # A file, not a pipe nobody reads: a chatty server would block on a full pipe.
-    log_path = Path(tempfile.mkstemp(prefix="reflexrag-serve-", suffix=".log")[1])
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reflexrag.server.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=cwd,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=log_path.open("wb"),
+    return _answering(
+        [*command, "--log-level", "warning"], port, cwd, environment, "reflexrag serve", 90
     )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("server did not start within 90 s")
 
 
 def start_langgraph_dev(
@@ -209,34 +184,36 @@ def start_langgraph_dev(
         "REFLEXRAG_DATA_DIR": str(data_dir),
         **env,
     }
-    log_path = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
+    command = [str(Path(sys.executable).parent / "langgraph"), "dev", "--config", str(config)]
+    command += ["--no-browser", "--no-reload", "--port", str(port)]
+    return _answering(command, port, workdir, environment, "langgraph dev", 300)
+
+
+def _answering(
+    command: list[str],
+    port: int,
+    cwd: Path | None,
+    environment: dict[str, str],
+    name: str,
+    timeout_s: float,
+) -> subprocess.Popen:
+    """Start ``command`` and return it once ``/ok`` on ``port`` answers 200."""
+    # A file, not a pipe nobody reads: a chatty server would block on a full pipe.
+    log_path = Path(tempfile.mkstemp(prefix=f"{name.replace(' ', '-')}-", suffix=".log")[1])
     process = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "langgraph"),
-            "dev",
-            "--config",
-            str(config),
-            "--no-browser",
-            "--no-reload",
-            "--port",
-            str(port),
-        ],
-        cwd=workdir,
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=log_path.open("wb"),
+        command, cwd=cwd, env=environment, stdout=subprocess.DEVNULL, stderr=log_path.open("wb")
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"langgraph dev exited: {log_path.read_text()[-3000:]}")
+            raise RuntimeError(f"{name} exited: {log_path.read_text()[-3000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/ok", timeout=1).status_code == 200:
                 return process
         except httpx.HTTPError:
-            time.sleep(0.5)
+            time.sleep(0.2)
     process.kill()
-    raise RuntimeError("langgraph dev did not start within 300 s")
+    raise RuntimeError(f"{name} did not start within {timeout_s:.0f} s")
 
 
 def minimal_pdf(
