@@ -70,8 +70,9 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     gathered = gathered_documents(state)
     if not gathered:
         return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
-    documents = with_first_retrieval(state, context, gathered, await generator_for(context))
-    update = await answer_from(state, context, documents, retry=False)
+    generator = await generator_for(context)
+    documents = with_first_retrieval(state, context, gathered, generator)
+    update = await answer_from(state, context, documents, retry=False, generator=generator)
     return {**update, "steps": step("draft_answer", f"draft from {len(documents)} chunks")}
 
 

@@ -375,15 +375,17 @@ async def answer_from(
     context: Context,
     documents: list[Document],
     retry: bool = True,
+    generator: Generator | None = None,
 ) -> dict[str, Any]:
     """Generate an answer from ``documents`` (reading every chunk retrieved beside them) and
     cite the ones it used. With ``retry``, a second generation is told it is one (the
     extractive generator then avoids the sentences it quoted before); a draft over new
-    evidence is a first attempt again."""
+    evidence is a first attempt again. ``generator``: the one that chose ``documents``, if
+    the caller has it."""
     question = original_question(state)
     attempt = state.get("generation_attempts", 0) + 1
     with metered() as meter:
-        generator = await generator_for(context)
+        generator = generator or await generator_for(context)
         answer = await generator.generate(
             question,
             documents,
@@ -427,7 +429,8 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     documents = (
         generation_context(state, context, generator) if state.get("needs_retrieval", True) else []
     )
-    update = await answer_from(state, context, documents, retry=state.get("grounding") == "none")
+    retry = state.get("grounding") == "none"
+    update = await answer_from(state, context, documents, retry, generator)
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
     return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
 
