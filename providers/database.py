@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,6 +18,30 @@ _pools: dict[str, Any] = {}
 _schemas: set[tuple[str, str]] = set()
 """(URL, schema name) pairs whose tables this process has made sure of."""
 _pools_lock = threading.Lock()
+
+RECENTLY_RETURNED_S = 1.0
+"""A pooled connection handed back less than this long ago is handed out again unchecked."""
+
+
+class RecentUse:
+    """When each pooled connection was last handed back, so the pool's check (an empty query,
+    one round trip) is spent only on connections that sat idle: one back for under a second
+    worked a moment ago, and a connection that failed since is ``broken``. Checking every
+    checkout was 13 % of a replica's samples under 50 concurrent runs."""
+
+    def __init__(self) -> None:
+        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def returned(self, connection: Any) -> None:
+        self._returned[connection] = time.monotonic()
+
+    def fresh(self, connection: Any) -> bool:
+        returned = self._returned.get(connection)
+        return (
+            returned is not None
+            and time.monotonic() - returned < RECENTLY_RETURNED_S
+            and not connection.broken
+        )
 
 
 def is_postgres(location: object) -> bool:
@@ -85,14 +110,19 @@ async def async_postgres_pool(url: str) -> AsyncIterator[Any]:
         "row_factory": dict_row,
         "options": session_options(),
     }
-    # ``check``: a connection is tested as it is handed out, so one the server closed (a
-    # Postgres restart) is replaced instead of failing the request that drew it.
+    # ``check``: a connection idle for a while is tested as it is handed out, so one the server
+    # closed (a Postgres restart) is replaced instead of failing the request that drew it.
+    recent = RecentUse()
+
+    async def check(connection: Any) -> None:
+        if not recent.fresh(connection):
+            await AsyncConnectionPool.check_connection(connection)
+
+    async def returned(connection: Any) -> None:
+        recent.returned(connection)
+
     async with AsyncConnectionPool(
-        url,
-        kwargs=kwargs,
-        max_size=20,
-        open=False,
-        check=AsyncConnectionPool.check_connection,
+        url, kwargs=kwargs, max_size=20, open=False, check=check, reset=returned
     ) as pool:
         yield pool
 
@@ -107,13 +137,20 @@ def postgres_pool(url: str, schema: str, name: str) -> Any:
         raise _missing_driver() from None
     with _pools_lock:
         if url not in _pools:
+            recent = RecentUse()
+
+            def check(connection: Any) -> None:
+                if not recent.fresh(connection):
+                    ConnectionPool.check_connection(connection)
+
             _pools[url] = ConnectionPool(
                 url,
                 kwargs={"autocommit": True, "options": session_options()},
                 min_size=1,
                 max_size=8,
                 open=True,
-                check=ConnectionPool.check_connection,
+                check=check,
+                reset=recent.returned,
             )
         pool = _pools[url]
         if (url, name) not in _schemas:
