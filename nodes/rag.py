@@ -71,8 +71,7 @@ async def _simulated_latency() -> None:
 def _open_knowledge_base(name: str) -> KnowledgeBase:
     # The default KB is seeded with the bundled samples wherever a graph runs (CLI, our
     # server, LangGraph Studio), so a fresh install answers questions out of the box.
-    ensure_sample_kb(name)
-    return get_knowledge_base(name, create=False)
+    return ensure_sample_kb(name) or get_knowledge_base(name, create=False)
 
 
 async def knowledge_base(context: Context) -> KnowledgeBase:

@@ -207,6 +207,7 @@ class KnowledgeBase:
             except NotFoundError:
                 raise UnknownKnowledgeBaseError(name) from None
         self._write_lock = threading.Lock()
+        self._seen_chunks = False
         self.lexical = LexicalIndex(lexical_location, name)
         self.reconcile()
 
@@ -227,6 +228,14 @@ class KnowledgeBase:
     def count(self) -> int:
         """Number of chunks stored."""
         return self._collection.count()
+
+    def holds_chunks(self) -> bool:
+        """Whether any chunk is stored. Once it has seen some, it stops asking until this
+        knowledge base removes documents: over HTTP every count is a round trip, and every
+        retrieval from the default knowledge base asks (should the sample be added?)."""
+        if not self._seen_chunks:
+            self._seen_chunks = self.count() > 0
+        return self._seen_chunks
 
     def document_count(self) -> int:
         metadatas = self._collection.get(include=["metadatas"])["metadatas"] or []
@@ -365,6 +374,7 @@ class KnowledgeBase:
         return [batch for batch in batches if batch.ids or batch.replaces]
 
     def _remove_document(self, doc_id: str) -> None:
+        self._seen_chunks = False
         old = self._collection.get(where={"doc_id": doc_id}, include=[])["ids"]
         self.lexical.remove_documents([doc_id])
         for start in range(0, len(old), WRITE_BATCH):

@@ -29,7 +29,7 @@ import yaml
 from reflexrag.providers.knowledge_base import (
     METADATA_TYPES,
     IngestLimitError,
-    IngestReport,
+    KnowledgeBase,
     KnowledgeBaseError,
     SourceDocument,
     get_knowledge_base,
@@ -690,11 +690,12 @@ def sample_kb_documents() -> list[SourceDocument]:
     ]
 
 
-def ensure_sample_kb(kb_name: str) -> IngestReport | None:
-    """Fill the default knowledge base with the bundled sample documents the first time."""
+def ensure_sample_kb(kb_name: str) -> KnowledgeBase | None:
+    """The default knowledge base, filled with the bundled sample documents the first time
+    it is opened empty; None for any other name."""
     if kb_name != get_settings().default_kb:
         return None
     kb = get_knowledge_base(kb_name)
-    if kb.count():
-        return None
-    return kb.add(sample_kb_documents())
+    if not kb.holds_chunks():
+        kb.add(sample_kb_documents())
+    return kb
