@@ -75,3 +75,20 @@ async def test_replicas_starting_together_on_a_fresh_database_both_set_up(fresh_
     # Generous: the two setups take a second or two; the cycle used to hang for ever.
     started = await asyncio.wait_for(asyncio.gather(start_replica(), start_replica()), 120)
     assert started == ["None", "None"]
+
+
+async def test_only_a_connection_idle_for_a_while_or_broken_is_checked_again(
+    fresh_database, monkeypatch
+):
+    recent = database.RecentUse()
+    async with await psycopg.AsyncConnection.connect(fresh_database) as connection:
+        assert not recent.fresh(connection)  # never handed back: checked
+        recent.returned(connection)
+        assert recent.fresh(connection)
+        later = time.monotonic() + database.RECENTLY_RETURNED_S + 0.1
+        monkeypatch.setattr(database.time, "monotonic", lambda: later)
+        assert not recent.fresh(connection)
+        monkeypatch.undo()
+        recent.returned(connection)
+        await connection.close()  # as a connection the server dropped is, once noticed
+        assert not recent.fresh(connection)
