@@ -350,3 +350,14 @@ def test_a_first_ask_says_so_before_langgraph_or_chroma_load(tmp_path):
         timeout=300,
     )
     assert done.stdout.split() == ["False", "False", "default"], done.stderr
+
+
+def test_an_emptied_default_kb_gets_the_sample_again_when_next_opened(tmp_path):
+    from reflexrag.providers.loaders import ensure_sample_kb
+
+    kb = ensure_sample_kb("default")
+    assert kb is not None and kb.holds_chunks()
+    assert ensure_sample_kb("other-kb") is None
+    kb.delete_documents([doc["doc_id"] for doc in kb.documents()])
+    assert kb.count() == 0 and not kb.holds_chunks()
+    assert ensure_sample_kb("default") is kb and kb.count() > 0
