@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reflexrag.benchmarks.replicas import cpu_seconds, percentile, questions
+from reflexrag.benchmarks.replicas import percentile, questions, tree_cpu_seconds
 from reflexrag.benchmarks.services import free_port, start_langgraph_dev, start_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,21 +48,6 @@ async def run_on_thread(url: str, strategy: str, question: str) -> float:
     return time.perf_counter() - started
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (``langgraph dev`` may serve from a child process)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(stat.parent.name))
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        pending += children.get(current, [])
-    return found
-
-
 @dataclass(frozen=True)
 class Round:
     wall: float
@@ -72,12 +57,11 @@ class Round:
 
 
 async def one_round(url: str, pid: int, strategy: str, asked: list[str]) -> Round:
-    pids = process_tree(pid)
-    cpu = cpu_seconds(pids)
+    cpu = tree_cpu_seconds([pid])
     started = time.perf_counter()
     latencies = await asyncio.gather(*(run_on_thread(url, strategy, q) for q in asked))
     wall = time.perf_counter() - started
-    return Round(wall, list(latencies), cpu_seconds(pids) - cpu)
+    return Round(wall, list(latencies), tree_cpu_seconds([pid]) - cpu)
 
 
 async def measure(

@@ -7,7 +7,9 @@ replica's worker may execute any of them. Each replica first answers ``WARMUP`` 
 untimed, so the numbers are a warm service's. Each run asks a different question (the fixture's
 English questions, over the sample knowledge base), so no cache answers for it. Every replica
 count starts from a new database and vector store. Prints, per replica count, the wall time,
-runs per second, p50/p99 latency, the ratio to one replica and the servers' CPU seconds a run.
+runs per second, p50/p99 latency, and the CPU seconds a run of the replicas and of every process
+(Postgres with its backends and the Chroma server too), against one replica on the embedded
+default (SQLite, Chroma in its process) measured the same way first.
 
     python -m reflexrag.benchmarks.replicas [--runs 50] [--replicas 1,2] [--strategy self_rag]
 
@@ -28,9 +30,11 @@ import time
 from pathlib import Path
 
 from reflexrag.benchmarks.services import (
+    chroma_pid,
     chroma_server,
     free_port,
     new_database,
+    postgres_pid,
     private_postgres,
     start_server,
 )
@@ -81,10 +85,41 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``langgraph dev`` may serve from a child process, Postgres
+    forks a backend per connection)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending += children.get(current, [])
+    return found
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds of the processes under ``roots``: each live one's own and that of its
+    children that have exited (a Postgres backend whose connection closed), so a difference of
+    two readings counts every process that ran in between."""
+    total = 0
+    for root in roots:
+        for pid in process_tree(root):
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += sum(int(field) for field in fields[11:15])  # u/s time, cu/cs time
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 async def measure(
-    urls: list[str], pids: list[int], strategy: str, runs: int
-) -> tuple[float, list[float], float]:
-    """Wall time, each run's latency, and the replicas' CPU seconds for ``runs`` runs."""
+    urls: list[str], replicas: list[int], services: list[int], strategy: str, runs: int
+) -> tuple[float, list[float], float, float]:
+    """Wall time, each run's latency, and the CPU seconds of the ``replicas`` and of every
+    process (the ``services`` too: Postgres and its backends, the Chroma server) for ``runs``
+    runs."""
     # Warm-up, untimed: the first replica seeds the sample KB, and every replica loads its
     # encoder, segmenters and judges (about 9 CPU seconds in a new process) on questions
     # other than the timed ones.
@@ -93,50 +128,71 @@ async def measure(
     await asyncio.gather(
         *(streamed_run(urls[n % len(urls)], strategy, q) for n, q in enumerate(warmup))
     )
-    cpu = cpu_seconds(pids)
+    ours, everything = tree_cpu_seconds(replicas), tree_cpu_seconds(replicas + services)
     started = time.perf_counter()
     latencies = await asyncio.gather(
         *(streamed_run(urls[n % len(urls)], strategy, asked[n]) for n in range(runs))
     )
-    return time.perf_counter() - started, list(latencies), cpu_seconds(pids) - cpu
+    wall = time.perf_counter() - started
+    ours = tree_cpu_seconds(replicas) - ours
+    return wall, list(latencies), ours, tree_cpu_seconds(replicas + services) - everything
+
+
+def serve(
+    stack: contextlib.ExitStack, count: int, env: dict[str, str]
+) -> tuple[list[str], list[int]]:
+    """``count`` replicas of ``reflexrag serve`` with ``env``: their URLs and process ids."""
+    urls, pids = [], []
+    for _ in range(count):
+        folder = stack.enter_context(tempfile.TemporaryDirectory())
+        port = free_port()
+        server = start_server(Path(folder), port, **env)
+        stack.callback(server.wait)
+        stack.callback(server.terminate)
+        urls.append(f"http://127.0.0.1:{port}")
+        pids.append(server.pid)
+    return urls, pids
 
 
 def main(runs: int, counts: list[int], strategy: str, slots: int) -> None:
     print(
-        f"{os.cpu_count()} CPUs; {runs} concurrent streamed {strategy} runs, local judges, "
-        f"{slots} worker slots per replica"
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start; {runs} concurrent "
+        f"streamed {strategy} runs, local judges, {slots} worker slots per replica"
     )
     rows = []
+    # The reference: one replica on the embedded default (SQLite, Chroma in its process).
+    with contextlib.ExitStack() as stack:
+        urls, pids = serve(stack, 1, {"REFLEXRAG_WORKER_SLOTS": str(slots)})
+        rows.append(("embedded", 1, *asyncio.run(measure(urls, pids, [], strategy, runs))))
     with private_postgres() as cluster:
         for count in counts:
             # Each replica count starts from the same point: a new database and vector store,
             # seeded by its first replica (which so has the sample's vectors cached).
             with contextlib.ExitStack() as stack:
+                chroma = stack.enter_context(chroma_server())
                 env = {
                     "REFLEXRAG_DATABASE_URL": new_database(cluster, f"bench_{count}"),
-                    "REFLEXRAG_CHROMA_URL": stack.enter_context(chroma_server()),
+                    "REFLEXRAG_CHROMA_URL": chroma,
                     "REFLEXRAG_WORKER_SLOTS": str(slots),
                 }
-                urls, pids = [], []
-                for _ in range(count):
-                    folder = stack.enter_context(tempfile.TemporaryDirectory())
-                    port = free_port()
-                    server = start_server(Path(folder), port, **env)
-                    stack.callback(server.wait)
-                    stack.callback(server.terminate)
-                    urls.append(f"http://127.0.0.1:{port}")
-                    pids.append(server.pid)
-                wall, latencies, cpu = asyncio.run(measure(urls, pids, strategy, runs))
-            rows.append((count, wall, latencies, cpu))
-    base = runs / rows[0][1]
-    print("| replicas | wall s | runs/s | p50 s | p99 s | throughput vs 1 | server CPU s/run |")
-    print("|---|---|---|---|---|---|---|")
-    for count, wall, latencies, cpu in rows:
+                urls, pids = serve(stack, count, env)
+                services = [postgres_pid(cluster), chroma_pid(chroma)]
+                measured = asyncio.run(measure(urls, pids, services, strategy, runs))
+            rows.append(("distributed", count, *measured))
+    embedded_rate, embedded_cpu = runs / rows[0][2], rows[0][5] / runs
+    print(
+        "| setup | replicas | wall s | runs/s | p50 s | p99 s | throughput vs embedded "
+        "| replicas' CPU s/run | all processes' CPU s/run | CPU/run vs embedded |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for setup, count, wall, latencies, ours, everything in rows:
         print(
-            f"| {count} | {wall:.1f} | {runs / wall:.2f} | {statistics.median(latencies):.2f} "
-            f"| {percentile(latencies, 0.99):.2f} | {runs / wall / base:.2f}× "
-            f"| {cpu / runs:.2f} |"
+            f"| {setup} | {count} | {wall:.1f} | {runs / wall:.2f} "
+            f"| {statistics.median(latencies):.2f} | {percentile(latencies, 0.99):.2f} "
+            f"| {runs / wall / embedded_rate:.2f}× | {ours / runs:.3f} "
+            f"| {everything / runs:.3f} | {everything / runs / embedded_cpu:.2f}× |"
         )
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

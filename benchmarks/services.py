@@ -145,6 +145,19 @@ def _start_chroma(url: str, folder: Path) -> _Chroma:
 _chroma: dict[str, _Chroma] = {}
 
 
+def chroma_pid(url: str) -> int:
+    """The process id of the :func:`chroma_server` at ``url``."""
+    return _chroma[url].process.pid
+
+
+def postgres_pid(cluster_url: str) -> int:
+    """The postmaster's process id of the :func:`private_postgres` cluster at ``cluster_url``
+    (the first line of its data dir's ``postmaster.pid``)."""
+    start, _ = _clusters[cluster_url]
+    data = Path(start[start.index("-D") + 1])
+    return int((data / "postmaster.pid").read_text().split()[0])
+
+
 def kill_chroma(url: str) -> None:
     """SIGKILL the :func:`chroma_server` at ``url``, as a crash of the vector store does."""
     _chroma[url].kill()
