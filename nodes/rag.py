@@ -438,8 +438,13 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     """Check the answer is grounded in its documents, then that it answers the question."""
     context = context_of(runtime)
     judge = await judge_for(context)
-    # The answer is checked against what its generator read.
+    # The answer is checked against what its generator read; a written answer against the
+    # passages it cites (its claims must hold there), which also spares the judge re-reading
+    # every passage the generator was shown.
     documents = generation_context(state, context, await generator_for(context))
+    if state.get("answer_kind") == "generative":
+        cited = {source["id"] for source in state.get("sources") or []}
+        documents = [doc for doc in documents if str(doc.id) in cited] or documents
     answer, quote = state["generation"], state.get("quote") or ""
     with metered() as meter:
         grade = await judge.grade_answer(original_question(state), answer, documents, quote)

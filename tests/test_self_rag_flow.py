@@ -227,3 +227,25 @@ async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_
     assert result.answer_kind == "error" and "recursion limit" in result.error
     # Its sequential grading and rewrites before the failure are still counted.
     assert result.usage["llm.grader"] >= 4 and result.usage["llm.rewriter"] >= 2
+
+
+async def test_a_written_answer_is_checked_against_the_passages_it_cites(flow_kb, monkeypatch):
+    from reflexrag.nodes.judges import llm
+
+    asked: list[str] = []
+    real_call = llm.call_model
+
+    async def recorded(model, messages, config):
+        asked.append(messages[-1].content)
+        return await real_call(model, messages, config)
+
+    monkeypatch.setattr(llm, "call_model", recorded)
+    context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [2]."])
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert state["stop_reason"] == "answered"
+    written = next(prompt for prompt in asked if prompt.startswith("You answer questions"))
+    grounding = next(prompt for prompt in asked if "grounded in a set of facts" in prompt)
+    first, second = (written.split(f"[{n}] ", 1)[1].split("\n\n", 1)[0] for n in (1, 2))
+    facts = grounding.split("Facts:", 1)[1].split("Answer:", 1)[0]
+    assert second in facts and first not in facts  # the cited passage, and only it
+    assert [source["id"] for source in state["sources"]] == [state["sources"][0]["id"]]
