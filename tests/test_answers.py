@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, LocalScorer
+from reflexrag.nodes.judges.local import (
+    ExtractiveGenerator,
+    LocalJudge,
+    LocalScorer,
+    question_parts,
+)
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.spans import (
     _without_citations,
@@ -450,3 +455,62 @@ async def test_a_yes_no_claim_is_quoted_from_the_sentence_that_says_it():
         "What is the capital of France, Paris?", documents
     )
     assert "Paris is the capital of France." not in f"{what.text} {what.quote}"
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        (
+            "When did the iPhone 15 go on sale and how much does it cost?",
+            ("When did the iPhone 15 go on sale", "how much does it cost?"),
+        ),
+        ("When and where did Tesla die?", ("When did Tesla die?", "where did Tesla die?")),
+        (
+            "What were the release date and the price of the iPhone 15?",
+            (
+                "What were the release date of the iPhone 15?",
+                "What were the price of the iPhone 15?",
+            ),
+        ),
+        ("霸王别姬的导演和主演是谁？", ("霸王别姬的导演是谁？", "霸王别姬的主演是谁？")),
+        # Comparisons ask about two things, not for two facts; one fact is one part.
+        ("What is the difference between the senate and the house of representatives?", ()),
+        ("Which is older, Paris or Rome, and by how much?", ()),
+        ("When did Tesla die?", ()),
+    ],
+)
+def test_a_question_asking_for_two_facts_is_split_into_its_parts(question, parts):
+    assert question_parts(question) == parts
+
+
+IPHONE = Document(
+    id="iphone#0",
+    page_content="Apple announced the iPhone 15 at an event in Cupertino. The phone went on sale "
+    "on September 22, 2023. It costs $799 in the United States. The camera has 48 megapixels.",
+    metadata={"doc_id": "iphone", "title": "iPhone 15"},
+)
+
+
+async def test_each_part_of_a_two_part_question_is_answered_by_its_own_sentence():
+    generator = ExtractiveGenerator(FakeEmbeddings())
+    question = "When did the iPhone 15 go on sale and how much does it cost?"
+    answer = await generator.generate(question, [IPHONE])
+    assert answer.text == (
+        "The phone went on sale on September 22, 2023. It costs $799 in the United States."
+    )
+    # As sure as its least sure part: never surer than that part asked alone.
+    alone = await generator.generate("When did the iPhone 15 go on sale?", [IPHONE])
+    assert answer.confidence <= alone.confidence
+
+
+async def test_each_part_of_a_chinese_two_part_question_is_answered():
+    film = Document(
+        id="film#0",
+        page_content="《霸王别姬》是一部1993年的中国电影。影片的导演是陈凯歌。"
+        "张国荣和张丰毅担任主演。该片获得了金棕榈奖。",
+        metadata={"doc_id": "film", "title": "霸王别姬"},
+    )
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(
+        "霸王别姬的导演和主演分别是谁？", [film]
+    )
+    assert answer.text == "影片的导演是陈凯歌。 张国荣和张丰毅担任主演。"

@@ -437,6 +437,12 @@ class ExtractiveGenerator:
         # A short answer picked by the span reader gives way to the quote when the span model
         # does not trust it (below); a name several documents agree on is vouched for by them.
         from_span = focus.short
+        if focus.kind != "yesno" and (parts := question_parts(question)):
+            # Two facts asked at once ("when … and how much …", 导演和主演): each part is
+            # answered by its own sentence, and the answer is only as sure as its least sure part.
+            answer = self.answer_parts(parts, candidates, readings, scores, attempt)
+            record(self.backend, "generator", prompt_tokens, count_tokens(answer.text))
+            return answer
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
@@ -503,6 +509,62 @@ class ExtractiveGenerator:
             features=features,
         )
 
+    def answer_parts(
+        self,
+        parts: Sequence[str],
+        candidates: Sequence[tuple[str, Document]],
+        readings: Sequence[str],
+        scores: np.ndarray,
+        attempt: int,
+    ) -> Answer:
+        """An answer to each part of a question that asks for several facts, from the sentence
+        that best answers that part *within the question* (its match to the part and to the
+        whole question, averaged: a part may name its subject only by a pronoun, "… and where
+        is it produced?"). The sentences are quoted in their order, and the answer is as sure
+        as its least sure part, each read by the answers model as a one-part answer would be
+        (a sentence holding none of a part's own words, those the other parts do not say, counts
+        half),
+        so one part the documents do not hold sends the loop looking further, as it would
+        for a question about that part alone."""
+        chosen, sureness = [], []
+        held = [term_set(sentence) for sentence, _ in candidates]
+        subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
+        for n, part in enumerate(parts):
+            kind = question_focus(part).kind
+            part_scores, part_cosines = self.scorer.scored(part, readings)
+            within = (part_scores + scores) / 2
+            # What tells the parts apart is their own words ("sale", "cost"; 主演), in the
+            # sentence itself: the subject they share (or the documents' titles name) matches
+            # every sentence about it, and a sentence read after the one before it ("It costs
+            # …") holds that one's words.
+            others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
+            if own := [term for term in terms(part) if term not in others]:
+                within = within * np.array([0.5 + 0.5 * coverage(own, words) for words in held])
+            bonus = np.array([0.15 if has_kind(kind, s) else 0.0 for s, _ in candidates])
+            ranked = np.argsort(-(within + bonus), kind="stable")
+            best = int(ranked[attempt - 1] if len(ranked) >= attempt else ranked[0])
+            sentence = candidates[best][0]
+            match = float(self.support(part, [readings[best]], part_scores[[best]])[0])
+            if not has_kind(kind, sentence) or not same_polarity(part, sentence):
+                match *= MISSING_KIND_FACTOR
+            features = answer_features(match, part_cosines[best])
+            sure = (
+                match
+                if (models := answer_models()) is None
+                else models.answers.probability(features)
+            )
+            chosen.append(best)
+            sureness.append((sure, features))
+        quoted = sorted(set(chosen))
+        confidence, features = min(sureness, key=lambda pair: pair[0])
+        return Answer(
+            " ".join(candidates[i][0] for i in quoted),
+            "extractive",
+            list(dict.fromkeys(str(candidates[i][1].id) for i in quoted)),
+            confidence=round(float(confidence), 4),
+            features=features,
+        )
+
     def support(self, question: str, sentences: list[str], matches: np.ndarray) -> np.ndarray:
         """How sure answers quoted from ``sentences`` are, 0-1: each sentence's ``matches``
         to the question, or for a question of several clauses its match to the clause it
@@ -548,6 +610,45 @@ def same_polarity(question: str, sentence: str) -> bool:
         return True
     said = {m.group(0).lower() for m in _POLARITY_RE.finditer(sentence)}
     return bool(asked & said)
+
+
+_WH = r"(?:when|where|who|whom|whose|what|which|how|why)"
+_TWO_QUESTIONS_RE = re.compile(rf"^(?P<a>{_WH}\b.+?)\s*,?\s+and\s+(?P<b>{_WH}\b.+)$", re.I)
+_TWO_QUESTION_WORDS_RE = re.compile(rf"^(?P<a>{_WH})\s+and\s+(?P<b>{_WH})\s+(?P<rest>.+)$", re.I)
+_TWO_NOUNS_RE = re.compile(
+    r"^(?P<head>(?:what|which)\s+(?:is|are|was|were)\s+(?:the\s+)?)"
+    r"(?P<a>[\w-]+(?:\s+[\w-]+){0,2}?)\s+and\s+(?:the\s+)?(?P<b>[\w-]+(?:\s+[\w-]+){0,2}?)"
+    r"\s+(?P<rest>(?:of|for|in|at)\s+.+)$",
+    re.I,
+)
+_ZH_TWO_NOUNS_RE = re.compile(
+    r"^(?P<head>.*?[的之])(?P<a>[\u4e00-\u9fff]{1,4}?)(?:和|与|與|及|跟|以及)"
+    r"(?P<b>[\u4e00-\u9fff]{1,4}?)(?:分别|分別)?(?P<rest>(?:是|为|為|有|在).*)$"
+)
+_COMPARISON_RE = re.compile(r"\b(?:between|among|both|difference|compare)\b|区别|區別|比较|比較")
+
+
+@functools.lru_cache(maxsize=1024)
+def question_parts(question: str) -> tuple[str, ...]:
+    """The questions a question asking for several facts at once is made of: two questions
+    joined by "and" ("When did it go on sale and how much does it cost?"), two question words
+    ("When and where did Tesla die?") or two nouns of one subject ("What were the date and
+    the price of …?", "霸王别姬的导演和主演是谁？"); none for any other question, nor for one
+    comparing two things, whose parts are the things, not the facts asked."""
+    question = " ".join(question.split())
+    if _COMPARISON_RE.search(question):
+        return ()
+    if found := _ZH_TWO_NOUNS_RE.match(question):
+        head, rest = found["head"], found["rest"]
+        return (head + found["a"] + rest, head + found["b"] + rest)
+    if found := _TWO_QUESTION_WORDS_RE.match(question):
+        return (f"{found['a']} {found['rest']}", f"{found['b']} {found['rest']}")
+    if found := _TWO_QUESTIONS_RE.match(question):
+        return (found["a"], found["b"])
+    if found := _TWO_NOUNS_RE.match(question):
+        head, rest = found["head"], found["rest"]
+        return (f"{head}{found['a']} {rest}", f"{head}{found['b']} {rest}")
+    return ()
 
 
 _CLAUSE_RE = re.compile(r",|;|\band\b|\bwhile\b|\bbut\b|\bwhereas\b|，|；|以及|并且|而且")
