@@ -437,12 +437,6 @@ class ExtractiveGenerator:
         # A short answer picked by the span reader gives way to the quote when the span model
         # does not trust it (below); a name several documents agree on is vouched for by them.
         from_span = focus.short
-        if focus.kind != "yesno" and (parts := question_parts(question)):
-            # Two facts asked at once ("when … and how much …", 导演和主演): each part is
-            # answered by its own sentence, and the answer is only as sure as its least sure part.
-            answer = self.answer_parts(parts, candidates, readings, scores, attempt)
-            record(self.backend, "generator", prompt_tokens, count_tokens(answer.text))
-            return answer
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
@@ -474,6 +468,14 @@ class ExtractiveGenerator:
             else:
                 # No sentence it may quote names the answer: the quote does not show it.
                 confidence = round(confidence * MISSING_KIND_FACTOR, 4)
+        elif parts := question_parts(question):
+            # Two facts asked at once ("when … and how much …", 导演和主演): each part is
+            # answered by its own sentence, and the answer is only as sure as its least sure
+            # part. (After the shared name: "Who is the individual whose trial …, and who was
+            # likened to …?" asks for one person, the same one twice.)
+            answer = self.answer_parts(parts, candidates, readings, scores, attempt)
+            record(self.backend, "generator", prompt_tokens, count_tokens(answer.text))
+            return answer
         else:
             confidence = float(self.support(question, [readings[best]], scores[[best]])[0])
             if focus.kind == "person" and names_in(text) == [text]:
@@ -520,12 +522,11 @@ class ExtractiveGenerator:
         """An answer to each part of a question that asks for several facts, from the sentence
         that best answers that part *within the question* (its match to the part and to the
         whole question, averaged: a part may name its subject only by a pronoun, "… and where
-        is it produced?"). The sentences are quoted in their order, and the answer is as sure
-        as its least sure part, each read by the answers model as a one-part answer would be
-        (a sentence holding none of a part's own words, those the other parts do not say, counts
-        half),
-        so one part the documents do not hold sends the loop looking further, as it would
-        for a question about that part alone."""
+        is it produced?"; a sentence holding none of the part's own words counts half). The
+        sentences are quoted in their order, and the answer is as sure as its least sure part,
+        each read by the answers model as a one-part answer would be, so one part the
+        documents do not hold sends the loop looking further, as it would for a question
+        about that part alone."""
         chosen, sureness = [], []
         held = [term_set(sentence) for sentence, _ in candidates]
         subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
