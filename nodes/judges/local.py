@@ -87,6 +87,8 @@ MULTI_HOP_SOURCES = 2
 """Distinct documents a question that ties facts together needs before it can be complete."""
 MISSING_KIND_FACTOR = 0.85
 """Score kept by text that lacks the kind of thing asked for, or the question's negation."""
+KIND_BONUS = 0.15
+"""Added to a sentence's rank when it holds the kind of thing asked for (a date for "when")."""
 
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
@@ -416,7 +418,7 @@ class ExtractiveGenerator:
         # which usually repeats the documents: each chunk is read once.
         quotable = {doc.id for doc in documents if doc.id is not None}
         read = [*documents, *(doc for doc in background if doc.id not in quotable)]
-        bonus = np.array([0.15 if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
+        bonus = np.array([KIND_BONUS if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
         ranked = np.argsort(-(scores + bonus), kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
         ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
@@ -541,7 +543,7 @@ class ExtractiveGenerator:
             others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
             if own := [term for term in terms(part) if term not in others]:
                 within = within * np.array([0.5 + 0.5 * coverage(own, words) for words in held])
-            bonus = np.array([0.15 if has_kind(kind, s) else 0.0 for s, _ in candidates])
+            bonus = np.array([KIND_BONUS if has_kind(kind, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
             best = int(ranked[attempt - 1] if len(ranked) >= attempt else ranked[0])
             sentence = candidates[best][0]

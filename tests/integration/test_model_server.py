@@ -62,9 +62,8 @@ def _point_at(monkeypatch: pytest.MonkeyPatch, base_url: str, **settings: object
     monkeypatch.setattr(current, "openai_base_url", base_url)
     monkeypatch.setattr(current, "grader_model", model_server.MODEL_NAME)
     monkeypatch.setattr(current, "generator_model", model_server.MODEL_NAME)
-    monkeypatch.setattr(
-        current, "llm_timeout_s", 300.0
-    )  # generous: a loaded 2-core machine (a call took over 120 s beside another model server)
+    # Generous: on a loaded 2-core machine a call took over 120 s beside another model server.
+    monkeypatch.setattr(current, "llm_timeout_s", 300.0)
     for name, value in settings.items():
         monkeypatch.setattr(current, name, value)
     get_chat_model.cache_clear()
