@@ -69,7 +69,11 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     context = context_of(runtime)
     gathered = gathered_documents(state)
     if not gathered:
-        return {"generation": "", "steps": step("draft_answer", "nothing relevant yet")}
+        return {
+            "generation": "",
+            "missing_parts": [],
+            "steps": step("draft_answer", "nothing relevant yet"),
+        }
     generator = await generator_for(context)
     documents = with_first_retrieval(state, context, gathered, generator)
     update = await answer_from(state, context, documents, retry=False, generator=generator)

@@ -34,6 +34,15 @@ NOT_FOUND_ANSWER = "I could not find an answer in the knowledge base."
 NOT_FOUND_ANSWER_ZH = "我在知识库中没有找到答案。"
 NOT_FOUND_ANYWHERE = "I could not find an answer in the knowledge base or on the web."
 NOT_FOUND_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到答案。"
+# A question asking several things, some of which the evidence answers: the give-up names what
+# is missing (the parts as asked, joined by "; " / "；").
+NOT_FOUND_PART = "I could not find an answer in the knowledge base to part of the question: {parts}"
+NOT_FOUND_PART_ZH = "我在知识库中没有找到问题这一部分的答案：{parts}"
+NOT_FOUND_PART_ANYWHERE = (
+    "I could not find an answer in the knowledge base or on the web to part of the question: "
+    "{parts}"
+)
+NOT_FOUND_PART_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到问题这一部分的答案：{parts}"
 NO_RETRIEVAL_LOCAL_ANSWER = (
     "This question does not need the knowledge base ({reason}), and the local backend only "
     "answers by quoting documents. Configure an LLM generator to answer it directly."
@@ -192,6 +201,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "confidence": None,
     "answer_kind": None,
     "sources": [],
+    "missing_parts": [],
     "grounding": None,
     "useful": None,
     "retrieval_attempts": 0,
@@ -403,9 +413,18 @@ async def answer_from(
         "confidence": answer_confidence(answer, used, grades),
         "answer_kind": kind,
         "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
+        "missing_parts": missing_parts(answer, context.min_confidence),
         "generation_attempts": attempt,
         "usage": meter.counts,
     }
+
+
+def missing_parts(answer: Answer, min_confidence: float) -> list[str]:
+    """The parts of a question asking several things that ``answer`` is not sure of, when it is
+    sure of at least one (a question none of whose parts is answered is simply not found)."""
+    parts = answer.part_confidences
+    missing = [part for part, sure in parts.items() if sure < min_confidence]
+    return missing if len(missing) < len(parts) else []
 
 
 def answer_confidence(
@@ -468,17 +487,25 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
 
 
 async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Rewrite the query for another retrieval round."""
+    """Rewrite the query for another retrieval round: toward the parts of the question the
+    last answer was not sure of, when it was sure of the others."""
     context = context_of(runtime)
     attempt = state.get("query_rewrites", 0) + 1
     closest = graded_documents(state, relevant_only=False)
+    question = original_question(state)
+    summary = f"rewrite #{attempt}"
+    if missing := state.get("missing_parts"):
+        # The part first (a search query keeps words in order), then the whole question it
+        # belongs to: a part may name its subject only by a pronoun ("how much does it cost?").
+        question = f"{' '.join(missing)} ({question})"
+        summary += f" for the missing part {' / '.join(missing)!r}"
     with metered() as meter:
         judge = await judge_for(context)
-        query = await judge.rewrite_query(original_question(state), attempt, closest)
+        query = await judge.rewrite_query(question, attempt, closest)
     return {
         "question": query,
         "query_rewrites": attempt,
-        "steps": step("transform_query", f"rewrite #{attempt}: {query!r}"),
+        "steps": step("transform_query", f"{summary}: {query!r}"),
         "usage": meter.counts,
     }
 
@@ -522,12 +549,8 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
         confidence = best_effort["confidence"]
         summary = f"{reason}; answering from the best evidence (confidence {confidence:.2f})"
         return {**best_effort, "stop_reason": reason, "steps": step("give_up", summary)}
-    if state.get("web_searches"):
-        answer = NOT_FOUND_ANYWHERE_ZH if is_chinese(question) else NOT_FOUND_ANYWHERE
-    else:
-        answer = NOT_FOUND_ANSWER_ZH if is_chinese(question) else NOT_FOUND_ANSWER
     return {
-        "generation": answer,
+        "generation": not_found_text(question, state),
         "quote": "",
         "confidence": None,
         "answer_kind": "not_found",
@@ -535,6 +558,25 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
         "stop_reason": reason,
         "steps": step("give_up", reason),
     }
+
+
+def not_found_text(question: str, state: RAGState) -> str:
+    """Say the answer was not found (in the knowledge base, or on the web too when the run
+    searched it); for a question asking several things of which the latest answer was sure of
+    some, name the parts it was not sure of."""
+    chinese, web = is_chinese(question), bool(state.get("web_searches"))
+    if missing := state.get("missing_parts"):
+        template = {
+            (False, False): NOT_FOUND_PART,
+            (True, False): NOT_FOUND_PART_ZH,
+            (False, True): NOT_FOUND_PART_ANYWHERE,
+            (True, True): NOT_FOUND_PART_ANYWHERE_ZH,
+        }[chinese, web]
+        parts = ("；" if chinese else "; ").join(part.rstrip("?？。.") for part in missing)
+        return template.format(parts=parts) + ("。" if chinese else ".")
+    if web:
+        return NOT_FOUND_ANYWHERE_ZH if chinese else NOT_FOUND_ANYWHERE
+    return NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER
 
 
 async def best_evidence_answer(state: RAGState, context: Context) -> dict[str, Any] | None:

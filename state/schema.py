@@ -183,6 +183,9 @@ class RAGState(TypedDict, total=False):
     """``best_effort``: given after the loop gave up, from the best evidence seen (only with
     the run's ``best_effort`` on)."""
     sources: list[Source]
+    missing_parts: list[str]
+    """The parts of a question asking several things that the latest answer is not sure of
+    (under the run's ``min_confidence``): what a give-up names as not found."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

@@ -249,3 +249,69 @@ async def test_a_written_answer_is_checked_against_the_passages_it_cites(flow_kb
     facts = grounding.split("Facts:", 1)[1].split("Answer:", 1)[0]
     assert second in facts and first not in facts  # the cited passage, and only it
     assert [source["id"] for source in state["sources"]] == [state["sources"][0]["id"]]
+
+
+class TwoPartReader:
+    """A generator sure of one part of a two-part question and never of the other."""
+
+    backend, reports_confidence, reads_first_retrieval = "fake", True, False
+
+    async def generate(self, question, documents, attempt, background=()):
+        from reflexrag.nodes.judges import Answer
+
+        parts = {"When did Tesla die?": 0.9, "where was he buried?": 0.2}
+        text = "Nikola Tesla died on 7 January 1943 in New York."
+        ids = [str(doc.id) for doc in documents]
+        return Answer(text, "extractive", ids, confidence=0.2, part_confidences=parts)
+
+
+async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
+    flow_kb, monkeypatch
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS, llm
+
+    asked: list[str] = []
+    real_call = llm.call_model
+
+    async def recorded(model, messages, config):
+        asked.append(messages[-1].content)
+        return await real_call(model, messages, config)
+
+    monkeypatch.setattr(llm, "call_model", recorded)
+    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: TwoPartReader())
+    question = "When did Tesla die and where was he buried?"
+    state = await self_rag_graph.ainvoke({"question": question}, context=context)
+    # The rewrite is asked for the missing part first, within the question it belongs to.
+    rewrite = next(prompt for prompt in asked if prompt.startswith("Rewrite the question"))
+    assert f"Question: where was he buried? ({question})" in rewrite
+    rewritten = next(entry for entry in state["steps"] if entry["node"] == "transform_query")
+    assert "missing part" in rewritten["summary"]
+    assert state["stop_reason"] == "max_retrieval_attempts"
+    assert state["answer_kind"] == "not_found"
+    assert state["generation"] == (
+        "I could not find an answer in the knowledge base to part of the question: "
+        "where was he buried."
+    )
+    assert state["missing_parts"] == ["where was he buried?"]
+
+
+def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
+    from reflexrag.nodes.judges import Answer
+    from reflexrag.nodes.rag import missing_parts, not_found_text
+
+    sure_of_one = Answer("…", "extractive", part_confidences={"导演是谁？": 0.8, "主演是谁？": 0.3})
+    assert missing_parts(sure_of_one, 0.5) == ["主演是谁？"]
+    sure_of_none = Answer("…", "extractive", part_confidences={"a?": 0.1, "b?": 0.3})
+    assert missing_parts(sure_of_none, 0.5) == []
+    assert missing_parts(Answer("…", "extractive", confidence=0.1), 0.5) == []
+
+    question = "霸王别姬的导演和主演是谁？"
+    named = not_found_text(question, {"missing_parts": ["霸王别姬的主演是谁？"]})
+    assert named == "我在知识库中没有找到问题这一部分的答案：霸王别姬的主演是谁。"
+    on_the_web = not_found_text(question, {"missing_parts": ["主演"], "web_searches": 1})
+    assert on_the_web.startswith("我在知识库和网络搜索中都没有找到")
+    assert not_found_text("When did Tesla die?", {}) == (
+        "I could not find an answer in the knowledge base."
+    )

@@ -90,6 +90,9 @@ class Answer:
     """0-1, how likely the answer is right; None when the backend cannot say."""
     features: dict[str, float] = field(default_factory=dict)
     """What the confidence was read from (local reader): see :mod:`nodes.judges.answer_model`."""
+    part_confidences: dict[str, float] = field(default_factory=dict)
+    """For a question asking several things at once, how sure the answer to each part is,
+    keyed by the part as asked; empty for a one-part answer."""
 
 
 class Judge(Protocol):

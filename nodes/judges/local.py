@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -530,7 +530,6 @@ class ExtractiveGenerator:
         documents do not hold sends the loop looking further, as it would for a question
         about that part alone."""
         chosen, sureness = [], []
-        held = [term_set(sentence) for sentence, _ in candidates]
         subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
         for n, part in enumerate(parts):
             kind = question_focus(part).kind
@@ -541,8 +540,7 @@ class ExtractiveGenerator:
             # every sentence about it, and a sentence read after the one before it ("It costs
             # …") holds that one's words.
             others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
-            if own := [term for term in terms(part) if term not in others]:
-                within = within * np.array([0.5 + 0.5 * coverage(own, words) for words in held])
+            within = within * (0.5 + 0.5 * asked_coverage(terms(part), others, candidates))
             bonus = np.array([KIND_BONUS if has_kind(kind, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
             best = int(ranked[attempt - 1] if len(ranked) >= attempt else ranked[0])
@@ -566,6 +564,9 @@ class ExtractiveGenerator:
             list(dict.fromkeys(str(candidates[i][1].id) for i in quoted)),
             confidence=round(float(confidence), 4),
             features=features,
+            part_confidences={
+                part: round(float(sure), 4) for part, (sure, _) in zip(parts, sureness, strict=True)
+            },
         )
 
     def support(self, question: str, sentences: list[str], matches: np.ndarray) -> np.ndarray:
@@ -747,6 +748,20 @@ def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
         return False
     said = term_set(stripped)
     return bool(said) and not said <= asked
+
+
+def asked_coverage(
+    question_terms: Sequence[str],
+    known: Collection[str],
+    candidates: Sequence[tuple[str, Document]],
+) -> np.ndarray:
+    """For each candidate sentence, the share of the question's own words (those not in
+    ``known``: its subject's, as the titles say it) that the sentence itself holds; 1 for every
+    sentence when the question has no words of its own, so that nothing is discounted."""
+    own = [term for term in question_terms if term not in known]
+    if not own:
+        return np.ones(len(candidates))
+    return np.array([coverage(own, term_set(sentence)) for sentence, _ in candidates])
 
 
 def in_context(sentence: str, previous: str, title: str) -> str:
