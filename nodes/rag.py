@@ -7,6 +7,7 @@ returns a partial update that always includes one ``steps`` entry describing its
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from reflexrag.providers.knowledge_base import (
     KnowledgeBase,
     StoreUnavailableError,
     get_knowledge_base,
+    search_knowledge_base,
     vector_store_calls,
 )
 from reflexrag.providers.loaders import ensure_sample_kb
@@ -77,16 +79,10 @@ async def _simulated_latency() -> None:
         await asyncio.sleep(delay)
 
 
-def _open_knowledge_base(name: str) -> KnowledgeBase:
+def _open_knowledge_base(name: str, verify: bool = True) -> KnowledgeBase:
     # The default KB is seeded with the bundled samples wherever a graph runs (CLI, our
     # server, LangGraph Studio), so a fresh install answers questions out of the box.
-    return ensure_sample_kb(name) or get_knowledge_base(name, create=False)
-
-
-async def knowledge_base(context: Context) -> KnowledgeBase:
-    """The run's knowledge base; opening one touches disk, so it happens off the event loop."""
-    await _simulated_latency()
-    return await asyncio.to_thread(_open_knowledge_base, context.kb)
+    return ensure_sample_kb(name, verify) or get_knowledge_base(name, create=False, verify=verify)
 
 
 T = TypeVar("T")
@@ -271,10 +267,18 @@ async def search_chunks(
     retriever :func:`providers.retriever.use_retriever` gave the run's ``kb`` name."""
     if (source := external_source(context.kb)) is not None:
         return await search_external(source, context.kb, query, k, exclude)
+    await _simulated_latency()
     with vector_store_calls():
-        kb = await knowledge_base(context)
+        # Opening a knowledge base touches disk, and searching it blocks: a worker thread.
         return await asyncio.to_thread(
-            kb.search, query, k, context.retrieval_mode, context.conditions, context.fusion, exclude
+            search_knowledge_base,
+            functools.partial(_open_knowledge_base, context.kb),
+            query,
+            k,
+            context.retrieval_mode,
+            context.conditions,
+            context.fusion,
+            exclude,
         )
 
 

@@ -76,6 +76,15 @@ class StoreUnavailableError(RuntimeError):
     """The vector store's server cannot be reached (a dependency down: HTTP 503)."""
 
 
+class StaleKnowledgeBaseError(KnowledgeBaseError):
+    """The store no longer holds the collection this copy of a knowledge base reads: another
+    process deleted it, or deleted it and made a new one under the same name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"knowledge base {name!r} was deleted while it was read")
+        self.name = name
+
+
 class UnknownKnowledgeBaseError(KnowledgeBaseError):
     """A knowledge base that does not exist was named for reading."""
 
@@ -462,15 +471,18 @@ class KnowledgeBase:
         # Conditions Chroma cannot evaluate are applied afterwards, on an over-fetched list.
         afterwards = post_filter(list(filters)) if mode == "vector" else list(filters)
         depth = k * (5 if afterwards else 1) * (4 if mode == "hybrid" else 1) + len(exclude)
-        if mode == "vector":
-            found = self._vector_search(vector, depth, where)
-        else:
-            lexical = self.lexical.search(query, max(depth, 5 * k))
-            if mode == "bm25":
-                found = self._fetch([chunk_id for chunk_id, _ in lexical], vector)
+        try:
+            if mode == "vector":
+                found = self._vector_search(vector, depth, where)
             else:
-                dense = self._vector_search(vector, depth, where)
-                found = self._fuse(dense, lexical, vector, fusion)
+                lexical = self.lexical.search(query, max(depth, 5 * k))
+                if mode == "bm25":
+                    found = self._fetch([chunk_id for chunk_id, _ in lexical], vector)
+                else:
+                    dense = self._vector_search(vector, depth, where)
+                    found = self._fuse(dense, lexical, vector, fusion)
+        except NotFoundError:
+            raise StaleKnowledgeBaseError(self.name) from None
         kept = [
             doc
             for doc in found
@@ -604,11 +616,12 @@ def attach_knowledge_base(kb: KnowledgeBase) -> None:
 
 
 def get_knowledge_base(
-    name: str | None = None, create: bool = True, owner: str | None = None
+    name: str | None = None, create: bool = True, owner: str | None = None, verify: bool = True
 ) -> KnowledgeBase:
     """The named knowledge base under the configured data dir. A new one is created (owned
     by ``owner``, if given) only with ``create``; otherwise an unknown name raises
-    :class:`UnknownKnowledgeBaseError`."""
+    :class:`UnknownKnowledgeBaseError`. With a shared store, the copy this process holds is
+    first checked to be current (``verify``), unless the caller handles a stale one."""
     settings = get_settings()
     name = validate_kb_name(name or settings.default_kb)
     if name in _attached:
@@ -616,7 +629,7 @@ def get_knowledge_base(
     key = (_chroma_location(), name)
     with _kb_cache_lock:
         cached = _kb_cache.get(key)
-        if cached is not None and settings.chroma_url and not cached.is_current():
+        if cached is not None and settings.chroma_url and verify and not cached.is_current():
             del _kb_cache[key]  # deleted, and perhaps made again, by another process
         if key not in _kb_cache:
             _kb_cache[key] = KnowledgeBase(
@@ -628,6 +641,20 @@ def get_knowledge_base(
                 owner=owner,
             )
         return _kb_cache[key]
+
+
+def search_knowledge_base(
+    open_kb: Callable[[bool], KnowledgeBase], query: str, *args: Any
+) -> list[Document]:
+    """:meth:`KnowledgeBase.search` on ``open_kb(verify)``'s knowledge base, trusting the copy
+    this process holds: asking a shared store first whether it is current would cost a round
+    trip every retrieval. A collection deleted (or made again) by another process is not
+    found by its id; the knowledge base is then opened again, verified, and searched once
+    more."""
+    try:
+        return open_kb(False).search(query, *args)
+    except StaleKnowledgeBaseError:
+        return open_kb(True).search(query, *args)
 
 
 def knowledge_base_owners() -> dict[str, str | None]:

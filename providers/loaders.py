@@ -690,12 +690,12 @@ def sample_kb_documents() -> list[SourceDocument]:
     ]
 
 
-def ensure_sample_kb(kb_name: str) -> KnowledgeBase | None:
+def ensure_sample_kb(kb_name: str, verify: bool = True) -> KnowledgeBase | None:
     """The default knowledge base, filled with the bundled sample documents the first time
-    it is opened empty; None for any other name."""
+    it is opened empty; None for any other name. ``verify``: as :func:`get_knowledge_base`."""
     if kb_name != get_settings().default_kb:
         return None
-    kb = get_knowledge_base(kb_name)
+    kb = get_knowledge_base(kb_name, verify=verify)
     if not kb.holds_chunks():
         kb.add(sample_kb_documents())
     return kb

@@ -41,6 +41,7 @@ from reflexrag.providers.knowledge_base import (
     Fusion,
     RetrievalMode,
     get_knowledge_base,
+    search_knowledge_base,
     validate_kb_name,
 )
 
@@ -60,9 +61,13 @@ class KnowledgeBaseRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        knowledge_base = get_knowledge_base(self.kb or None, create=False)
-        return knowledge_base.search(
-            query, self.k, self.mode, parse_filters(self.filters), self.fusion
+        return search_knowledge_base(
+            lambda verify: get_knowledge_base(self.kb or None, create=False, verify=verify),
+            query,
+            self.k,
+            self.mode,
+            parse_filters(self.filters),
+            self.fusion,
         )
 
     async def _aget_relevant_documents(

@@ -321,3 +321,44 @@ async def test_a_run_the_database_failed_under_is_taken_up_again_from_its_checkp
         (run,) = await client.runs.list(thread["thread_id"])
         assert run["status"] == "success"
     assert len(calls) == 2
+
+
+async def test_a_run_searches_a_shared_store_without_asking_first_and_sees_it_made_again(
+    chroma_url, isolated_data_dir, monkeypatch
+):
+    """A retrieval trusts the knowledge base this process holds (no round trip to ask the
+    store whether it is current); one another process deleted and made again under the same
+    name is noticed by the search itself and read afresh, never served stale."""
+    from reflexrag.nodes.rag import search_chunks
+    from reflexrag.providers import knowledge_base as kb_module
+    from reflexrag.providers.knowledge_base import SourceDocument
+    from reflexrag.providers.settings import get_settings
+    from reflexrag.state import Context
+
+    monkeypatch.setattr(get_settings(), "chroma_url", chroma_url)
+    checks = []
+    real_is_current = kb_module.KnowledgeBase.is_current
+    monkeypatch.setattr(
+        kb_module.KnowledgeBase, "is_current", lambda kb: checks.append(kb) or real_is_current(kb)
+    )
+    kb_module.get_knowledge_base("swapped").add(
+        [SourceDocument("old", "Herons eat fish, say the old notes.")]
+    )
+    context = Context(kb="swapped", top_k=1)
+    found = await search_chunks(context, "What do herons eat?", 1)
+    assert [doc.metadata["doc_id"] for doc in found] == ["old"]
+    checks.clear()
+    await search_chunks(context, "What do herons eat?", 1)
+    assert checks == [], "a retrieval asked the store whether its knowledge base is current"
+
+    # Another process deletes it and makes it again; this one still holds the old copy.
+    key = next(key for key in kb_module._kb_cache if key[1] == "swapped")
+    stale = kb_module._kb_cache.pop(key)
+    kb_module.delete_knowledge_base("swapped")
+    kb_module.get_knowledge_base("swapped").add(
+        [SourceDocument("new", "Herons eat frogs, say the new notes.")]
+    )
+    kb_module._kb_cache[key] = stale
+    found = await search_chunks(context, "What do herons eat?", 1)
+    assert [doc.metadata["doc_id"] for doc in found] == ["new"]
+    assert kb_module._kb_cache[key] is not stale
