@@ -514,3 +514,23 @@ async def test_each_part_of_a_chinese_two_part_question_is_answered():
         "霸王别姬的导演和主演分别是谁？", [film]
     )
     assert answer.text == "影片的导演是陈凯歌。 张国荣和张丰毅担任主演。"
+
+
+async def test_a_sentence_about_the_subject_that_does_not_say_what_is_asked_gives_way(
+    monkeypatch,
+):
+    # "《霸王别姬》…电影。" shares the title's words with the question; only the second sentence
+    # holds what is asked about the film (导演).
+    from reflexrag.nodes.judges import local
+
+    film = Document(
+        id="film#0",
+        page_content="《霸王别姬》是一部1993年的中国电影。影片的导演是陈凯歌。该片获得了金棕榈奖。",
+        metadata={"doc_id": "film", "title": "霸王别姬"},
+    )
+    question = "霸王别姬的导演是谁？"
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [film])
+    assert "影片的导演是陈凯歌。" in f"{answer.text} {answer.quote}"
+    monkeypatch.setattr(local, "ASKED_FLOOR", 1.0)  # the question's own words not weighed
+    unweighed = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [film])
+    assert "陈凯歌" not in f"{unweighed.text} {unweighed.quote}"
