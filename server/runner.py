@@ -59,6 +59,9 @@ class RunResult:
     context_doc_ids: list[str] = field(default_factory=list)
     quote: str = ""
     """The source sentence(s) supporting a short answer."""
+    missing_parts: list[str] = field(default_factory=list)
+    """A question asking several things: the parts the answer was not sure of (a give-up
+    names them), when it was sure of another."""
     confidence: float | None = None
     """0-1: how likely the answer is right."""
     error: str | None = None
@@ -94,6 +97,7 @@ class RunResult:
             ("skip_rate", None),
             ("clarifying_question", None),
             ("quote", ""),
+            ("missing_parts", []),
             ("error", None),
         ):
             if data[key] == empty:
@@ -117,6 +121,7 @@ def _result_from_state(
     return RunResult(
         answer=values.get("generation") or "",
         quote=values.get("quote") or "",
+        missing_parts=list(values.get("missing_parts") or []),
         confidence=values.get("confidence"),
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),

@@ -269,6 +269,7 @@ async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
     flow_kb, monkeypatch
 ):
     from reflexrag.nodes.judges import GENERATOR_BACKENDS, llm
+    from reflexrag.server.runner import run_question
 
     asked: list[str] = []
     real_call = llm.call_model
@@ -282,19 +283,19 @@ async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: TwoPartReader())
     question = "When did Tesla die and where was he buried?"
-    state = await self_rag_graph.ainvoke({"question": question}, context=context)
+    result = await run_question("self_rag", question, context)
     # The rewrite is asked for the missing part first, within the question it belongs to.
     rewrite = next(prompt for prompt in asked if prompt.startswith("Rewrite the question"))
     assert f"Question: where was he buried? ({question})" in rewrite
-    rewritten = next(entry for entry in state["steps"] if entry["node"] == "transform_query")
+    rewritten = next(entry for entry in result.steps if entry["node"] == "transform_query")
     assert "missing part" in rewritten["summary"]
-    assert state["stop_reason"] == "max_retrieval_attempts"
-    assert state["answer_kind"] == "not_found"
-    assert state["generation"] == (
+    assert result.stop_reason == "max_retrieval_attempts"
+    assert result.answer_kind == "not_found"
+    assert result.answer == (
         "I could not find an answer in the knowledge base to part of the question: "
         "where was he buried."
     )
-    assert state["missing_parts"] == ["where was he buried?"]
+    assert result.to_json()["missing_parts"] == ["where was he buried?"]
 
 
 def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
