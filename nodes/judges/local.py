@@ -430,7 +430,8 @@ class ExtractiveGenerator:
         # that no document's title says; a sentence holding none of them is about the subject
         # without answering ("《霸王别姬》是一部1993年的中国电影。" for who directed it).
         subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
-        asked = asked_coverage(terms(question), subjects, candidates)
+        held = [term_set(sentence) for sentence, _ in candidates]
+        asked = asked_coverage(terms(question), subjects, held)
         weight = ASKED_FLOOR + (1 - ASKED_FLOOR) * asked
         ranked = np.argsort(-(scores + bonus) * weight, kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
@@ -488,7 +489,7 @@ class ExtractiveGenerator:
             # answered by its own sentence, and the answer is only as sure as its least sure
             # part. (After the shared name: "Who is the individual whose trial …, and who was
             # likened to …?" asks for one person, the same one twice.)
-            answer = self.answer_parts(parts, candidates, readings, scores, attempt)
+            answer = self.answer_parts(parts, candidates, readings, scores, attempt, subjects, held)
             record(self.backend, "generator", prompt_tokens, count_tokens(answer.text))
             return answer
         else:
@@ -533,6 +534,8 @@ class ExtractiveGenerator:
         readings: Sequence[str],
         scores: np.ndarray,
         attempt: int,
+        subjects: set[str],
+        held: Sequence[frozenset[str]],
     ) -> Answer:
         """An answer to each part of a question that asks for several facts, from the sentence
         that best answers that part *within the question* (its match to the part and to the
@@ -541,9 +544,9 @@ class ExtractiveGenerator:
         sentences are quoted in their order, and the answer is as sure as its least sure part,
         each read by the answers model as a one-part answer would be, so one part the
         documents do not hold sends the loop looking further, as it would for a question
-        about that part alone."""
+        about that part alone. ``subjects`` and ``held``: the titles' words and each candidate
+        sentence's terms, as :meth:`generate` read them."""
         chosen, sureness = [], []
-        subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
         for n, part in enumerate(parts):
             kind = question_focus(part).kind
             part_scores, part_cosines = self.scorer.scored(part, readings)
@@ -553,7 +556,7 @@ class ExtractiveGenerator:
             # every sentence about it, and a sentence read after the one before it ("It costs
             # …") holds that one's words.
             others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
-            asked = asked_coverage(terms(part), others, candidates)
+            asked = asked_coverage(terms(part), others, held)
             within = within * (PART_WORDS_FLOOR + (1 - PART_WORDS_FLOOR) * asked)
             bonus = np.array([KIND_BONUS if has_kind(kind, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
@@ -765,17 +768,16 @@ def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
 
 
 def asked_coverage(
-    question_terms: Sequence[str],
-    known: Collection[str],
-    candidates: Sequence[tuple[str, Document]],
+    question_terms: Sequence[str], known: Collection[str], held: Sequence[frozenset[str]]
 ) -> np.ndarray:
-    """For each candidate sentence, the share of the question's own words (those not in
-    ``known``: its subject's, as the titles say it) that the sentence itself holds; 1 for every
-    sentence when the question has no words of its own, so that nothing is discounted."""
+    """For each candidate sentence (``held``: its terms), the share of the question's own words
+    (those not in ``known``: its subject's, as the titles say it) that the sentence itself
+    holds; 1 for every sentence when the question has no words of its own, so that nothing is
+    discounted."""
     own = [term for term in question_terms if term not in known]
     if not own:
-        return np.ones(len(candidates))
-    return np.array([coverage(own, term_set(sentence)) for sentence, _ in candidates])
+        return np.ones(len(held))
+    return np.array([coverage(own, words) for words in held])
 
 
 def in_context(sentence: str, previous: str, title: str) -> str:
