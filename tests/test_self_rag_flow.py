@@ -229,7 +229,8 @@ async def test_tutorial_baseline_recursion_failure_is_a_result_not_a_crash(flow_
     assert result.usage["llm.grader"] >= 4 and result.usage["llm.rewriter"] >= 2
 
 
-async def test_a_written_answer_is_checked_against_the_passages_it_cites(flow_kb, monkeypatch):
+def record_prompts(monkeypatch) -> list[str]:
+    """The last message of every prompt sent to a (fake) chat model, in order."""
     from reflexrag.nodes.judges import llm
 
     asked: list[str] = []
@@ -240,6 +241,11 @@ async def test_a_written_answer_is_checked_against_the_passages_it_cites(flow_kb
         return await real_call(model, messages, config)
 
     monkeypatch.setattr(llm, "call_model", recorded)
+    return asked
+
+
+async def test_a_written_answer_is_checked_against_the_passages_it_cites(flow_kb, monkeypatch):
+    asked = record_prompts(monkeypatch)
     context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["He died in 1943 [2]."])
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert state["stop_reason"] == "answered"
@@ -268,17 +274,10 @@ class TwoPartReader:
 async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
     flow_kb, monkeypatch
 ):
-    from reflexrag.nodes.judges import GENERATOR_BACKENDS, llm
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
     from reflexrag.server.runner import run_question
 
-    asked: list[str] = []
-    real_call = llm.call_model
-
-    async def recorded(model, messages, config):
-        asked.append(messages[-1].content)
-        return await real_call(model, messages, config)
-
-    monkeypatch.setattr(llm, "call_model", recorded)
+    asked = record_prompts(monkeypatch)
     grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: TwoPartReader())
