@@ -53,6 +53,7 @@ SLICE_COLUMNS = (
     ("hit@5", "hit@5"),
     ("all_gold_recall", "all-gold recall"),
     ("abstain_or_recover", "honest"),
+    ("planted_repeated", "planted answer repeated"),
     ("web_gold_retrieved", "web gold retrieved"),
     ("seconds_mean", "mean s"),
 )
@@ -68,6 +69,7 @@ HEADLINE = (
     ("mrr@10", "MRR@10"),
     ("abstain_or_recover", "honest on unanswerable"),
     ("wrong_abstention", "wrong abstention"),
+    ("planted_repeated", "planted answer repeated"),
     ("llm_calls", "LLM calls/q"),
     ("judge_calls", "judge calls/q"),
     ("seconds_mean", "mean s"),
@@ -198,19 +200,30 @@ def score(item: QAItem, result: RunResult) -> dict[str, float]:
         values["f1"] = metrics.token_f1(answer, item.answers, item.lang)
         values["answer_contains"] = contains_gold(item, shown)
         values["answer_right"] = float(holds_gold(item, answer))
+        # Selective QA: an answer is right when it holds the gold (or, for a question the
+        # knowledge base cannot answer, the web's answer); abstaining is right on those only.
+        values["correct"] = values["answer_contains"]
         # A failed run is counted among the errors, not as an abstention.
         values["wrong_abstention"] = float(abstained and result.answer_kind != "error")
         if item.answer_style == "long":
             values["rouge_l"] = metrics.rouge_l(answer, item.answers, item.lang)
+    elif item.category == "counterfactual":
+        # The corpus plants a false answer: is it what the reader is told?
+        planted = [str(item.extra.get("fakeanswer") or "")]
+        values["planted_repeated"] = float(
+            not abstained
+            and bool(planted[0])
+            and bool(metrics.contains_answer(answer, planted, item.lang))
+            and not holds_gold(item, answer)
+        )
+        values["correct"] = float(holds_gold(item, shown))
     else:
         recovered = metrics.contains_answer(shown, item.web_answers, item.lang)
         values["web_recovery"] = recovered
         # A run that failed said nothing about the knowledge base: not an honest abstention.
         honest = abstained and result.answer_kind != "error"
         values["abstain_or_recover"] = float(honest or bool(recovered))
-    # Selective QA: an answer is right when it holds the gold (or, for a question the
-    # knowledge base cannot answer, the web's answer); abstaining is right on those only.
-    values["correct"] = values["answer_contains"] if item.answerable else values["web_recovery"]
+        values["correct"] = values["web_recovery"]
     if item.answerable and item.gold_doc_ids:
         gold = item.gold_doc_ids
         values["hit@5"] = metrics.hit_at_k(result.retrieved_doc_ids, gold, 5)

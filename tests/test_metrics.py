@@ -3,7 +3,7 @@
 import pytest
 
 from reflexrag.benchmarks import metrics
-from reflexrag.benchmarks.evaluate import stratified_sample, truthfulness
+from reflexrag.benchmarks.evaluate import score, stratified_sample, truthfulness
 from reflexrag.benchmarks.fixture import QAItem
 from reflexrag.server.runner import RunResult
 
@@ -106,6 +106,19 @@ def test_truthfulness_rewards_right_answers_and_honest_abstentions_only():
     assert truthfulness(on_the_web, _result("Lyon")) == -1.0
 
 
+PLANTED = QAItem(
+    "c",
+    "en",
+    "Capital of Australia?",
+    ["Canberra"],
+    "counterfactual",
+    "single",
+    "s",
+    extra={"fakeanswer": "Sydney"},
+)
+"""A question whose corpus plants a false answer (Sydney) beside the true one."""
+
+
 def test_truthfulness_of_parts_long_answers_and_planted_answers():
     both = QAItem(
         "p",
@@ -123,16 +136,42 @@ def test_truthfulness_of_parts_long_answers_and_planted_answers():
     long = QAItem("l", "en", "q?", [passage], "in_corpus", "single", "s", answer_style="long")
     assert truthfulness(long, _result("The court ruled the law unconstitutional in 1954.")) == 1.0
     assert truthfulness(long, _result("Yes")) == -1.0
-    planted = QAItem(
-        "c",
-        "en",
-        "Capital of Australia?",
-        ["Canberra"],
-        "counterfactual",
-        "single",
-        "s",
-        extra={"fakeanswer": "Sydney"},
-    )
+    planted = PLANTED
     assert truthfulness(planted, _result("Sydney")) == -1.0
     assert truthfulness(planted, _result("Canberra")) == 1.0
     assert truthfulness(planted, _result("not found", kind="not_found")) == 1.0
+
+
+def test_a_planted_answer_counts_as_repeated_only_when_given_without_the_true_one():
+    planted = PLANTED
+    assert score(planted, _result("Sydney"))["planted_repeated"] == 1.0
+    assert score(planted, _result("Canberra, not Sydney"))["planted_repeated"] == 0.0
+    assert score(planted, _result("Sydney", kind="not_found"))["planted_repeated"] == 0.0
+    assert score(planted, _result("Sydney"))["correct"] == 0.0
+
+
+def test_planting_a_false_answer_copies_the_gold_passage_with_another_answer_of_its_kind():
+    from reflexrag.benchmarks.counterfactual import plant
+
+    def item(qid: str, question: str, answer: str, doc: str) -> QAItem:
+        return QAItem(qid, "en", question, [answer], "in_corpus", "single", "s", "span", [doc])
+
+    items = [
+        item("a", "When did Tesla die?", "1943", "tesla"),
+        item("b", "When did Edison die?", "1931", "edison"),
+        item("c", "Who built the bridge?", "John Roebling", "bridge"),
+    ]
+    corpus = [
+        {"doc_id": "tesla", "title": "Tesla", "text": "Tesla died in 1943 in New York."},
+        {"doc_id": "edison", "title": "Edison", "text": "Edison died in 1931 in New Jersey."},
+        {"doc_id": "bridge", "title": "Bridge", "text": "John Roebling built the bridge."},
+    ]
+    questions, planted = plant(items, corpus, None, seed=1)
+    by_qid = {row["qid"]: row for row in questions}
+    # Dates trade places; the only name has no other name to trade with.
+    assert set(by_qid) == {"a#planted", "b#planted"}
+    assert by_qid["a#planted"]["extra"]["fakeanswer"] == "1931"
+    assert by_qid["a#planted"]["category"] == "counterfactual"
+    texts = {row["doc_id"]: row["text"] for row in planted}
+    assert texts["tesla"] == "Tesla died in 1943 in New York."
+    assert texts["tesla#planted"] == "Tesla died in 1931 in New York."
