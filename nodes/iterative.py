@@ -72,6 +72,7 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
         return {
             "generation": "",
             "missing_parts": [],
+            "disputed": [],
             "steps": step("draft_answer", "nothing relevant yet"),
         }
     generator = await generator_for(context)

@@ -45,6 +45,14 @@ NOT_FOUND_PART_ANYWHERE = (
     "{parts}"
 )
 NOT_FOUND_PART_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到问题这一部分的答案：{parts}"
+# Two documents state the fact asked for with two values: neither is the answer.
+NOT_FOUND_DISPUTED = (
+    'I could not find an answer the knowledge base agrees on: one source says "{ours}", '
+    'another says "{theirs}"'
+)
+NOT_FOUND_DISPUTED_ZH = (
+    "知识库中的来源说法不一，找不到确定的答案：一处说“{ours}”，另一处说“{theirs}”"
+)
 NO_RETRIEVAL_LOCAL_ANSWER = (
     "This question does not need the knowledge base ({reason}), and the local backend only "
     "answers by quoting documents. Configure an LLM generator to answer it directly."
@@ -198,6 +206,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "answer_kind": None,
     "sources": [],
     "missing_parts": [],
+    "disputed": [],
     "grounding": None,
     "useful": None,
     "retrieval_attempts": 0,
@@ -418,6 +427,7 @@ async def answer_from(
         "answer_kind": kind,
         "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
         "missing_parts": missing_parts(answer, context.min_confidence),
+        "disputed": answer.disputed,
         "generation_attempts": attempt,
         "usage": meter.counts,
     }
@@ -529,6 +539,8 @@ def give_up_reason(state: RAGState, context: Context) -> str:
         state.get("generation_attempts", 0) > context.max_regenerations
     ):
         return "max_generation_attempts"
+    if state.get("disputed"):
+        return "sources_disagree"
     return "max_retrieval_attempts"
 
 
@@ -546,7 +558,8 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     # would only be produced again.
     best_effort = (
         await best_evidence_answer(state, context)
-        if context.best_effort and reason in ("max_retrieval_attempts", "no_relevant_knowledge")
+        if context.best_effort
+        and reason in ("max_retrieval_attempts", "no_relevant_knowledge", "sources_disagree")
         else None
     )
     if best_effort is not None:
@@ -567,7 +580,8 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
 def not_found_text(question: str, state: RAGState) -> str:
     """Say the answer was not found (in the knowledge base, or on the web too when the run
     searched it); for a question asking several things of which the latest answer was sure of
-    some, name the parts it was not sure of."""
+    some, name the parts it was not sure of; where two sources disputed the latest answer,
+    quote both."""
     chinese, web = is_chinese(question), bool(state.get("web_searches"))
     if missing := state.get("missing_parts"):
         template = {
@@ -578,6 +592,10 @@ def not_found_text(question: str, state: RAGState) -> str:
         }[chinese, web]
         parts = ("；" if chinese else "; ").join(part.rstrip("?？。.") for part in missing)
         return template.format(parts=parts) + ("。" if chinese else ".")
+    if disputed := state.get("disputed"):
+        template = NOT_FOUND_DISPUTED_ZH if chinese else NOT_FOUND_DISPUTED
+        ours, theirs = (sentence.strip() for sentence in disputed)
+        return template.format(ours=ours, theirs=theirs)
     if web:
         return NOT_FOUND_ANYWHERE_ZH if chinese else NOT_FOUND_ANYWHERE
     return NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER

@@ -62,6 +62,9 @@ class RunResult:
     missing_parts: list[str] = field(default_factory=list)
     """A question asking several things: the parts the answer was not sure of (a give-up
     names them), when it was sure of another."""
+    disputed: list[str] = field(default_factory=list)
+    """Two sentences of different documents stating the answer's fact with two values (the
+    answer's first): the knowledge base disagrees with itself."""
     confidence: float | None = None
     """0-1: how likely the answer is right."""
     error: str | None = None
@@ -98,6 +101,7 @@ class RunResult:
             ("clarifying_question", None),
             ("quote", ""),
             ("missing_parts", []),
+            ("disputed", []),
             ("error", None),
         ):
             if data[key] == empty:
@@ -122,6 +126,7 @@ def _result_from_state(
         answer=values.get("generation") or "",
         quote=values.get("quote") or "",
         missing_parts=list(values.get("missing_parts") or []),
+        disputed=list(values.get("disputed") or []),
         confidence=values.get("confidence"),
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),

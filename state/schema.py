@@ -18,6 +18,7 @@ StopReason = Literal[
     "no_retrieval_needed",
     "max_retrieval_attempts",
     "max_generation_attempts",
+    "sources_disagree",
     "empty_knowledge_base",
     "no_relevant_knowledge",
     "no_matching_documents",
@@ -186,6 +187,10 @@ class RAGState(TypedDict, total=False):
     missing_parts: list[str]
     """The parts of a question asking several things that the latest answer is not sure of
     (under the run's ``min_confidence``): what a give-up names as not found."""
+    disputed: list[str]
+    """Two sentences of different documents that make the latest answer's statement with two
+    values (the answer's first): the knowledge base disagrees with itself, and a give-up
+    quotes both."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

@@ -1,5 +1,6 @@
 """The local (no-LLM) backend on small, hand-made cases with the real embedded model."""
 
+import pytest
 from langchain_core.documents import Document
 
 from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge
@@ -141,3 +142,64 @@ async def test_every_strategy_answers_tesla_over_the_pronoun_note(isolated_data_
         result = await run_question(strategy, "When did Tesla die?", context)
         assert "7 January 1943" in result.answer, (strategy, result.answer, result.stop_reason)
         assert "best known" not in result.answer
+
+
+TESLA_TRUE = "Nikola Tesla died on 7 January 1943 in New York, in room 3327 of the hotel."
+TESLA_PLANTED = "Nikola Tesla died on 7 January 1956 in New York, in room 3327 of the hotel."
+
+
+def _copies(*texts: str) -> list[Document]:
+    return [
+        Document(text, id=f"copy{n}#0", metadata={"doc_id": f"copy{n}", "title": "Nikola Tesla"})
+        for n, text in enumerate(texts)
+    ]
+
+
+async def test_two_documents_stating_one_fact_with_two_values_dispute_the_answer():
+    generator = ExtractiveGenerator(get_embeddings())
+    disputed = await generator.generate("When did Tesla die?", _copies(TESLA_TRUE, TESLA_PLANTED))
+    assert sorted(disputed.disputed) == sorted([TESLA_TRUE, TESLA_PLANTED])
+    alone = await generator.generate("When did Tesla die?", _copies(TESLA_TRUE))
+    assert alone.disputed == []
+    # Either copy may be the wrong one: half as sure as the sentence alone.
+    assert disputed.confidence == pytest.approx(alone.confidence / 2, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        # The same date in other words, and a sentence that adds to the statement: no dispute.
+        "Tesla died in New York on 7 January 1943, in room 3327 of the hotel.",
+        "Nikola Tesla died on 7 January 1943 in New York, in room 3327 of the hotel, aged 86.",
+        # Another value of something not asked about (the room, for "when"): no dispute.
+        "Nikola Tesla died on 7 January 1943 in New York, in room 3328 of the hotel.",
+    ],
+)
+async def test_sources_agreeing_on_what_is_asked_do_not_dispute_it(other):
+    answer = await ExtractiveGenerator(get_embeddings()).generate(
+        "When did Tesla die?", _copies(TESLA_TRUE, other)
+    )
+    assert answer.disputed == []
+
+
+async def test_a_disputed_fact_is_not_found_and_the_give_up_quotes_both_sources(
+    isolated_data_dir,
+):
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+    from reflexrag.server.runner import run_question
+    from reflexrag.state import Context
+
+    get_knowledge_base("planted").add(
+        [
+            SourceDocument("true", TESLA_TRUE, {"title": "Nikola Tesla"}),
+            SourceDocument("planted", TESLA_PLANTED, {"title": "Nikola Tesla"}),
+        ]
+    )
+    context = Context(kb="planted", judge_backend="local", generator_backend="local")
+    result = await run_question("self_rag", "When did Tesla die?", context)
+    assert result.answer_kind == "not_found", result.answer
+    assert result.stop_reason == "sources_disagree"
+    assert result.answer.startswith("I could not find an answer the knowledge base agrees on")
+    assert "1943" in result.answer and "1956" in result.answer
+    assert sorted(result.disputed) == sorted([TESLA_TRUE, TESLA_PLANTED])
+    assert {source["doc_id"] for source in result.sources} >= {"true", "planted"}

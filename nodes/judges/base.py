@@ -93,6 +93,10 @@ class Answer:
     part_confidences: dict[str, float] = field(default_factory=dict)
     """For a question asking several things at once, how sure the answer to each part is,
     keyed by the part as asked; empty for a one-part answer."""
+    disputed: list[str] = field(default_factory=list)
+    """Two sentences of different documents making one statement with two values where the
+    answer stands, the answer's first (local reader): the knowledge base disagrees with
+    itself. Empty when nothing disputes the answer."""
 
 
 class Judge(Protocol):

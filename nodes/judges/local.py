@@ -12,6 +12,7 @@ best answer the question and never writes text of its own.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -43,6 +44,8 @@ from reflexrag.nodes.judges.rules import (
     unresolved_reference,
 )
 from reflexrag.nodes.judges.spans import (
+    DATE_RE,
+    NUMBER_WORDS,
     answer_span,
     defined_term,
     full_name,
@@ -96,6 +99,12 @@ all of them keeps all of it. Chosen leave-one-set-out from 0.5, 0.6, 0.7, 0.85 a
 every fold chose 0.7 (README)."""
 PART_WORDS_FLOOR = 0.5
 """The same, for one part of a multi-part question and the words only that part says."""
+SAME_STATEMENT = 0.5
+"""Share of the longer of two sentences of different documents that they share word for word
+when they make one statement with something said otherwise: they disagree (see
+:func:`disputed_statement`)."""
+STATEMENT_CHANGES = 2
+"""Places in which two such sentences may differ."""
 
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
@@ -501,6 +510,13 @@ class ExtractiveGenerator:
                 text = full_name(text, named)
         if not same_polarity(question, candidates[best][0]):
             confidence = round(confidence * MISSING_KIND_FACTOR, 4)
+        # Another document making the same statement with another value where the answer
+        # stands: the knowledge base disagrees with itself, and either may be the wrong copy.
+        disputed = (
+            disputed_statement(focus.kind, [best, *chosen], ranked, candidates)
+            if from_span
+            else None
+        )
         # The sentence the answer stands on: the one quoted for a shared name, else the best.
         stands_on = chosen[0] if len(chosen) == 1 else best
         # (Its meaning read under the document's title as well measured worse held out: the
@@ -516,6 +532,10 @@ class ExtractiveGenerator:
                 if not models.gives_span(features):
                     # Not sure of the short span: what it would quote is the answer.
                     text = quote
+        if disputed is not None:
+            # Two sources, equally credible to the reader, give two values: each is right at
+            # most half as often as the sentence would be alone.
+            confidence = round(confidence / 2, 4)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
         record(self.backend, "generator", prompt_tokens, count_tokens(text))
         return Answer(
@@ -525,6 +545,7 @@ class ExtractiveGenerator:
             quote=quote if text != quote else "",
             confidence=confidence,
             features=features,
+            disputed=[] if disputed is None else [candidates[i][0] for i in disputed],
         )
 
     def answer_parts(
@@ -778,6 +799,85 @@ def asked_coverage(
     if not own:
         return np.ones(len(held))
     return np.array([coverage(own, words) for words in held])
+
+
+_NUMBER_VALUE_RE = re.compile(
+    rf"\d[\d,.]*\d|\d|[一二三四五六七八九十百千万萬亿億两兩〇零]+|\b(?:{NUMBER_WORDS})\b", re.I
+)
+
+
+def values_of(kind: str, sentence: str) -> frozenset[str]:
+    """What of the ``kind`` asked for a sentence states: its dates, numbers or (English)
+    names; empty for other kinds."""
+    if kind == "date":
+        found = [match.group(0) for match in DATE_RE.finditer(sentence)]
+    elif kind == "number":
+        found = _NUMBER_VALUE_RE.findall(sentence)
+    elif kind in ("person", "place") and not is_chinese(sentence):
+        found = names_in(sentence)
+    else:
+        return frozenset()
+    return frozenset(" ".join(value.lower().split()) for value in found)
+
+
+_STATEMENT_TOKEN_RE = re.compile(r"[\u3400-\u9fff]|\w+")
+
+
+def statement_tokens(sentence: str) -> list[str]:
+    """A sentence as the sequence two statements are aligned on: lower-cased words, and each
+    Chinese character on its own (no word cut to disagree about)."""
+    return _STATEMENT_TOKEN_RE.findall(sentence.lower())
+
+
+def substitutes(ours: list[str], theirs: list[str]) -> bool:
+    """Whether two token sequences are one statement with something said otherwise: aligned
+    (difflib), they differ in at most ``STATEMENT_CHANGES`` places (a value stated twice is
+    replaced twice), one of which puts content words of one in place of other content words
+    (a sentence that only adds to the other, or differs in a function word, does not), and
+    what they share is ``SAME_STATEMENT`` of the longer."""
+    matcher = difflib.SequenceMatcher(None, ours, theirs, autojunk=False)
+    # Sharing that much of the longer is a ratio (2 × shared / both lengths) of at least:
+    needed = 2 * SAME_STATEMENT * max(len(ours), len(theirs)) / max(1, len(ours) + len(theirs))
+    if matcher.real_quick_ratio() < needed or matcher.quick_ratio() < needed:
+        return False  # cheap upper bounds of the ratio: most pairs end here
+    changes = [opcode for opcode in matcher.get_opcodes() if opcode[0] != "equal"]
+    if not changes or len(changes) > STATEMENT_CHANGES:
+        return False
+    shared = len(ours) - sum(i2 - i1 for _, i1, i2, _, _ in changes)
+    if shared < SAME_STATEMENT * max(len(ours), len(theirs)):
+        return False
+    return any(
+        tag == "replace" and terms(" ".join(ours[i1:i2])) and terms(" ".join(theirs[j1:j2]))
+        for tag, i1, i2, j1, j2 in changes
+    )
+
+
+def disputed_statement(
+    kind: str,
+    quoted: Sequence[int],
+    ranked: Sequence[int],
+    candidates: Sequence[tuple[str, Document]],
+) -> tuple[int, int] | None:
+    """A quoted sentence and a sentence of another document that makes its statement with
+    something else in place of part of it (:func:`substitutes`) and, where the kind asked for
+    is a date, a number or a name, states another one. None when nothing disputes what is
+    quoted."""
+    tokens = [statement_tokens(sentence) for sentence, _ in candidates]
+    for ours in dict.fromkeys(quoted):
+        sentence, doc = candidates[ours]
+        source, values = doc.metadata.get("doc_id", doc.id), values_of(kind, sentence)
+        readable = kind in ("date", "number") or (kind in ("person", "place") and values)
+        if readable and not values:
+            continue  # states no date or number where one is asked for: nothing to dispute
+        for theirs in ranked:
+            other, other_doc = candidates[theirs]
+            if other_doc.metadata.get("doc_id", other_doc.id) == source:
+                continue
+            if readable and values_of(kind, other) in (values, frozenset()):
+                continue  # the same date, number or name, or none: not this fact disputed
+            if substitutes(tokens[ours], tokens[theirs]):
+                return int(ours), int(theirs)
+    return None
 
 
 def in_context(sentence: str, previous: str, title: str) -> str:

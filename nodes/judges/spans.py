@@ -53,13 +53,13 @@ DATE_RE = re.compile(
 )
 _SEASON_RE = re.compile(_SEASONS, re.IGNORECASE)
 _MONTH_RE = re.compile(rf"\b(?:{_MONTHS})\b", re.IGNORECASE)
-_NUMBER_WORDS = (
+NUMBER_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
     "fifty|hundred|thousand|million|billion|dozen|half"
 )
 NUMBER_RE = re.compile(
     rf"(?:about |around |over |nearly |more than |less than |approximately )?"
-    rf"(?:[$€£¥]\s?)?(?:\d[\d,]*(?:\.\d+)?|(?:{_NUMBER_WORDS})(?:[\s-](?:{_NUMBER_WORDS}))*)"
+    rf"(?:[$€£¥]\s?)?(?:\d[\d,]*(?:\.\d+)?|(?:{NUMBER_WORDS})(?:[\s-](?:{NUMBER_WORDS}))*)"
     r"(?:\s?(?:%|percent|per cent|[a-z]+(?:\s(?:of|per)\s[a-z]+)?))?"
     r"|[\d一二三四五六七八九十百千万萬亿億两兩〇零.,]+\s*(?:%|％|[^\s\d，。、；：]{1,2})?",
     re.IGNORECASE,
@@ -206,7 +206,7 @@ def has_kind(kind: str, text: str) -> bool:
         return bool(DATE_RE.search(text))
     if kind == "number":
         return bool(re.search(r"\d|[一二三四五六七八九十百千万萬亿億两兩]", text)) or bool(
-            re.search(rf"\b(?:{_NUMBER_WORDS})\b", text, re.IGNORECASE)
+            re.search(rf"\b(?:{NUMBER_WORDS})\b", text, re.IGNORECASE)
         )
     if kind in ("person", "place") and not is_chinese(text):
         return bool(_NAME_RE.search(text[1:]))  # not the sentence's capital first letter
