@@ -534,3 +534,20 @@ async def test_a_sentence_about_the_subject_that_does_not_say_what_is_asked_give
     monkeypatch.setattr(local, "ASKED_FLOOR", 1.0)  # the question's own words not weighed
     unweighed = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [film])
     assert "陈凯歌" not in f"{unweighed.text} {unweighed.quote}"
+
+
+async def test_a_sentence_is_quoted_with_the_neighbour_that_matches_nearly_as_well():
+    best = "The empire fell because its armies were spread too thin along its borders."
+    close = "When its armies were spread, the empire fell to invaders."
+    question = "Why did the empire fall when its armies were spread?"
+    one = ExtractiveGenerator(FakeEmbeddings(), max_sentences=1)
+    # Next to the best sentence in its chunk, the close one is quoted with it; the unrelated
+    # neighbour on the other side is not.
+    beside = [Document(id="e#0", page_content=f"Rome is in Italy. {best} {close}")]
+    assert (await one.generate(question, beside)).text == f"{best} {close}"
+    # In another chunk it is not a neighbour: one sentence is quoted.
+    apart = [
+        Document(id="e#0", page_content=f"Rome is in Italy. {best}"),
+        Document(id="e#1", page_content=f"{close} Rome is in Italy."),
+    ]
+    assert (await one.generate(question, apart)).text == best
