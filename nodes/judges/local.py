@@ -451,13 +451,14 @@ class ExtractiveGenerator:
         held = [term_set(sentence) for sentence, _ in candidates]
         asked = asked_coverage(terms(question), subjects, held)
         weight = ASKED_FLOOR + (1 - ASKED_FLOOR) * asked
-        ranked = np.argsort(-(scores + bonus) * weight, kind="stable")
+        rank = scores + bonus
+        ranked = np.argsort(-rank * weight, kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
         ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
         best = ranked[0]
         chosen = [best]
         for index in ranked[1 : self.max_sentences]:
-            if scores[index] + bonus[index] >= 0.9 * (scores[best] + bonus[best]):
+            if rank[index] >= 0.9 * rank[best]:
                 chosen.append(index)
         # A sentence is quoted with its neighbours in the chunk that match the question nearly
         # as well: an answer often runs on into the next sentence, or starts in the previous.
@@ -467,7 +468,7 @@ class ExtractiveGenerator:
             if (
                 index is not None
                 and index not in chosen
-                and (scores[index] + bonus[index] >= CONTEXT_BAR * (scores[best] + bonus[best]))
+                and rank[index] >= CONTEXT_BAR * rank[best]
             ):
                 chosen.append(index)
         chosen.sort()
