@@ -4,7 +4,10 @@ One untimed ``reflexrag ask`` fills a fresh data dir (the sample knowledge base,
 cache); then ``--runs`` more, each a new process asking the same question, are timed: the wall
 time and the process's CPU seconds (user + system, from ``/proc``) when its first node line
 ("decide_retrieval: …") is printed, and both at its exit. Also the CPU seconds of the imports
-alone (``python -c 'import …'`` of what the command imports). Prints numbers, asserts nothing.
+alone (``python -c 'import …'`` of what the command imports). Then the same through a
+``reflexrag serve`` already running on that data dir (``ask --url``, the run streamed from it),
+after one untimed ask warmed the server, with the server's own CPU seconds for each run beside
+the client's. Prints numbers, asserts nothing.
 
     python -m reflexrag.benchmarks.warm_start [--runs 5] [--strategy self_rag]
 """
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 
 from reflexrag.benchmarks.replicas import cpu_seconds
+from reflexrag.benchmarks.services import free_port, start_server
 
 QUESTION = "When did Tesla die?"
 IMPORTS = "import reflexrag.server.runner, reflexrag.providers.knowledge_base"
@@ -39,11 +43,14 @@ def environment(data_dir: Path) -> dict[str, str]:
     }
 
 
-def ask(data_dir: Path, strategy: str) -> tuple[float, float, float, float]:
-    """One ``reflexrag ask``: wall and CPU seconds at its first node line, then at its exit."""
+def ask(data_dir: Path, strategy: str, url: str | None = None) -> tuple[float, float, float, float]:
+    """One ``reflexrag ask`` (through the server at ``url`` if given): wall and CPU seconds at
+    its first node line, then at its exit."""
     started = time.perf_counter()
+    through = ["--url", url] if url else []
+    command = [sys.executable, "-m", "reflexrag.server.cli", "ask", "--strategy", strategy]
     process = subprocess.Popen(
-        [sys.executable, "-m", "reflexrag.server.cli", "ask", "--strategy", strategy, QUESTION],
+        [*command, *through, QUESTION],
         env=environment(data_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -64,6 +71,16 @@ def ask(data_dir: Path, strategy: str) -> tuple[float, float, float, float]:
     return first_wall, first_cpu, time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
+def settle(pid: int, timeout_s: float = 120.0) -> None:
+    """Wait until process ``pid`` is idle: under 0.02 CPU-s in half a second."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_seconds([pid])
+        time.sleep(0.5)
+        if cpu_seconds([pid]) - before < 0.02:
+            return
+
+
 def import_cpu() -> float:
     """CPU seconds of a new interpreter that only imports what ``reflexrag ask`` imports."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -75,17 +92,34 @@ def import_cpu() -> float:
 def main(runs: int, strategy: str) -> None:
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start; {runs} warm runs")
     with tempfile.TemporaryDirectory(prefix="reflexrag-warm-") as folder:
-        ask(Path(folder), strategy)  # fills the data dir: sample KB, embedding cache
-        timed = [ask(Path(folder), strategy) for _ in range(runs)]
+        data_dir = Path(folder)
+        ask(data_dir, strategy)  # fills the data dir: sample KB, embedding cache
+        timed = [ask(data_dir, strategy) for _ in range(runs)]
+        port = free_port()
+        server = start_server(data_dir, port, **environment(data_dir))
+        try:
+            url = f"http://127.0.0.1:{port}"
+            ask(data_dir, strategy, url)  # the server's first run
+            settle(server.pid)  # its start-up warm-up runs in the background
+            served, server_cpu = [], []
+            for _ in range(runs):
+                before = cpu_seconds([server.pid])
+                served.append(ask(data_dir, strategy, url))
+                server_cpu.append(cpu_seconds([server.pid]) - before)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
     imports = statistics.median(import_cpu() for _ in range(runs))
-    columns = list(zip(*timed, strict=True))
-    median = [statistics.median(column) for column in columns]
     print("| | wall s | CPU s |")
     print("|---|---:|---:|")
     print(f"| imports alone | | {imports:.2f} |")
-    print(f"| first node event | {median[0]:.2f} | {median[1]:.2f} |")
-    print(f"| answer printed, process ended | {median[2]:.2f} | {median[3]:.2f} |")
-    print(f"(medians of {runs}; load {os.getloadavg()[0]:.1f} at the end)")
+    for label, rows in (("", timed), (" (--url, a running serve)", served)):
+        median = [statistics.median(column) for column in zip(*rows, strict=True)]
+        print(f"| first node event{label} | {median[0]:.2f} | {median[1]:.2f} |")
+        print(f"| answer printed, process ended{label} | {median[2]:.2f} | {median[3]:.2f} |")
+    print(f"| the server's CPU for that run | | {statistics.median(server_cpu):.2f} |")
+    load = os.getloadavg()[0]
+    print(f"(medians of {runs}; load {load:.1f} at the end)")
 
 
 if __name__ == "__main__":

@@ -34,8 +34,18 @@ class CLIError(Exception):
 
 
 def _context(args: argparse.Namespace) -> Any:
+    """The run's context from the flags, validated; bad values are a one-line error."""
     from reflexrag.state import Context
 
+    overrides = _context_overrides(args)
+    try:
+        return Context.from_overrides(overrides)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _context_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """What the flags set in the run's context (``kb`` always: empty means the default)."""
     overrides: dict[str, Any] = {"kb": args.kb or ""}
     for name in (
         "top_k",
@@ -59,12 +69,12 @@ def _context(args: argparse.Namespace) -> Any:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
-    try:
-        if getattr(args, "filter", None):
+    if getattr(args, "filter", None):
+        try:
             overrides["filters"] = merge_filter_expressions(args.filter)
-        return Context.from_overrides(overrides)
-    except (TypeError, ValueError) as exc:
-        raise CLIError(str(exc)) from None
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    return overrides
 
 
 def merge_filter_expressions(expressions: list[str]) -> dict[str, Any]:
@@ -127,6 +137,8 @@ async def _ask(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     context = _context(args)
+    if args.url:
+        return await _ask_server(args, question)
     # Bad input is refused first, in one line; valid input on a fresh install is told about
     # the sample documents before the heavy imports below, so it shows life within a second.
     first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
@@ -188,6 +200,100 @@ async def _ask(args: argparse.Namespace) -> int:
             reply = _prompt(result.clarifying_question or "")
             if reply is None:
                 break
+    return _report(args, result)
+
+
+async def _ask_server(args: argparse.Namespace, question: str) -> int:
+    """``ask`` through a running ``reflexrag serve`` (``--url``): the run streams from the
+    server, and this process loads neither LangGraph nor Chroma nor the encoder, which cost a
+    new process about 2 CPU-seconds before its first step."""
+    import time
+    import uuid
+
+    import httpx
+    from langgraph_sdk import get_client
+
+    from reflexrag.server.results import RunResult, pause, result_from_state
+
+    overrides = {key: value for key, value in _context_overrides(args).items() if value != ""}
+    client = get_client(url=args.url)
+    # A run on a thread of its own, as in this process, so a clarifying question can be
+    # answered by resuming it.
+    args.thread = args.thread or str(uuid.uuid4())
+    reply = args.reply
+    while True:
+        started = time.perf_counter()
+        values: dict[str, Any] = {}
+        paused: list[Any] = []
+        inside: set[str] = set()
+        failure: str | None = None
+        writing = False
+        stream = client.runs.stream(
+            args.thread,
+            args.strategy,
+            input={"question": question} if reply is None else None,
+            command={"resume": reply} if reply is not None else None,
+            context=overrides,
+            stream_mode=["updates", "values", *([] if args.json else ["messages-tuple"])],
+            stream_subgraphs=True,
+            if_not_exists="create",
+        )
+        try:
+            async for part in stream:
+                mode, _, namespace = part.event.partition("|")
+                if mode == "values" and not namespace:
+                    values = part.data
+                elif mode == "messages" and not args.json:
+                    content = part.data[0].get("content") if part.data else None
+                    if isinstance(content, str) and content:
+                        print("" if writing else "writing: ", content, sep="", end="", flush=True)
+                        writing = True
+                elif mode == "updates":
+                    if namespace:
+                        inside.add(namespace.split(":")[0])
+                    for node, update in (part.data or {}).items():
+                        if node == "__interrupt__":
+                            paused.extend(update)
+                        elif not args.json and not (not namespace and node in inside):
+                            if writing:
+                                print(flush=True)
+                                writing = False
+                            steps = (update or {}).get("steps")  # "delete": a reset
+                            for entry in steps if isinstance(steps, list) else []:
+                                print(f"{entry['node']}: {entry['summary']}", flush=True)
+                elif mode == "error":
+                    failure = part.data.get("message") or str(part.data)
+        except httpx.HTTPError as exc:
+            # The SDK's errors are httpx's; one that got no response never reached the server.
+            response = getattr(exc, "response", None)
+            if response is None:
+                raise CLIError(f"cannot reach {args.url}: {exc or type(exc).__name__}") from None
+            raise CLIError(f"{args.url} refused the run: {_server_message(response)}") from None
+        result = result_from_state(values, args.strategy, time.perf_counter() - started, None)
+        result.thread_id = args.thread
+        if failure is not None:
+            result = RunResult.failed(args.strategy, failure)
+        if paused:
+            pause(result, paused[0].get("value"))
+        if not result.interrupted or args.no_input:
+            break
+        reply = _prompt(result.clarifying_question or "")
+        if reply is None:
+            break
+    return _report(args, result)
+
+
+def _server_message(response: Any) -> str:
+    """The message of a server's JSON error body (FastAPI's ``detail``), else its status."""
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = None
+    return str(detail) if detail else f"HTTP {response.status_code}"
+
+
+def _report(args: argparse.Namespace, result: Any) -> int:
+    """Print a run's result (one JSON object with ``--json``); 1 when the run failed."""
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     elif result.error is None:
@@ -528,6 +634,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--search-provider",
         choices=["local", "tavily", "duckduckgo", "searxng"],
         help="CRAG's web search (default: settings)",
+    )
+    ask.add_argument(
+        "--url",
+        default=os.environ.get("REFLEXRAG_URL") or None,
+        help="ask a running reflexrag serve at this URL instead of running here "
+        "(default: REFLEXRAG_URL; its API key from LANGGRAPH_API_KEY)",
     )
     ask.add_argument("--web-kb", help="collection the 'local' web search reads (default: web)")
     ask.add_argument("--max-web-searches", type=int, help="CRAG: 0-5 (default 1)")

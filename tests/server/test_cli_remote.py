@@ -1,0 +1,140 @@
+"""``reflexrag ask --url``: the CLI as a client of a running ``reflexrag serve``.
+
+The server runs in the test's event loop; the CLI runs in a worker thread (as ``main`` would
+in its own process) or, where what it imports matters, in a process of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+
+from reflexrag.server.cli import main
+from tests.conftest import REPO, free_port
+from tests.server.conftest import running_server
+
+
+@pytest.fixture(scope="module")
+async def url(tmp_path_factory):
+    """A server with a data dir of its own, holding the sample knowledge base as a local ask's
+    data dir does."""
+    async with running_server(tmp_path_factory.mktemp("served")) as base:
+        yield base
+
+
+async def ask(capsys, *argv: str) -> tuple[int, str, str]:
+    code = await asyncio.to_thread(main, ["ask", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+RUN_CLI = "import sys; from reflexrag.server.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+async def in_a_process(*argv: str, script: str = RUN_CLI) -> str:
+    """``reflexrag`` in a process of its own, as a user runs it (``script`` runs its
+    ``main``); its output."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        *argv,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_a_run_on_the_server_answers_as_the_same_run_here(url, capsys):
+    question = ["ask", "What is Corrective RAG?", "--strategy", "self_rag", "--json"]
+    here = await in_a_process(*question)
+    code, there, _ = await ask(capsys, *question[1:], "--url", url)
+    assert code == 0
+    local, remote = json.loads(here), json.loads(there)
+    assert remote["stop_reason"] == local["stop_reason"] == "answered"
+    assert remote.pop("thread_id") != local.pop("thread_id")
+    remote.pop("elapsed_s"), local.pop("elapsed_s")
+    assert remote == local
+
+
+async def test_the_steps_stream_as_lines_and_the_answer_follows(url, capsys):
+    code, out, _ = await ask(capsys, "What is Corrective RAG?", "--url", url)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("decide_retrieval: ") and any(
+        line.startswith("grade_documents: ") for line in lines
+    )
+    assert any(line.startswith("Answer") for line in lines)
+    assert lines[-1].startswith("stop_reason: answered")
+
+
+async def test_a_clarifying_question_pauses_the_run_on_the_server_and_a_reply_resumes_it(
+    url, capsys
+):
+    question = "这个API有什么限制？"
+    code, out, _ = await ask(
+        capsys, question, "--strategy", "adaptive", "--no-input", "--json", "--url", url
+    )
+    paused = json.loads(out)
+    assert code == 0 and paused["interrupted"] and "这个API" in paused["clarifying_question"]
+    thread = paused["thread_id"]
+    code, out, _ = await ask(
+        capsys,
+        "--strategy",
+        "adaptive",
+        "--thread",
+        thread,
+        "--reply",
+        "Chroma",
+        "--json",
+        "--url",
+        url,
+    )
+    resumed = json.loads(out)
+    assert code == 0 and not resumed.get("interrupted") and resumed["thread_id"] == thread
+    assert resumed["stop_reason"] != "needs_clarification"
+
+
+async def test_a_server_that_is_not_there_is_one_line_and_exit_2(capsys):
+    dead = f"http://127.0.0.1:{free_port()}"
+    code, out, err = await ask(capsys, "What is CRAG?", "--url", dead)
+    assert code == 2 and out == ""
+    assert err.startswith(f"reflexrag: error: cannot reach {dead}") and err.count("\n") == 1
+
+
+async def test_what_the_server_refuses_is_its_message_in_one_line(url, capsys):
+    code, _, err = await ask(capsys, "What is CRAG?", "--kb", "no-such-kb", "--url", url)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"reflexrag: error: {url} refused the run: ") and "no-such-kb" in err
+    # A bad flag is refused here, before any request.
+    code, _, err = await ask(capsys, "What is CRAG?", "--top-k", "0", "--url", url)
+    assert code == 2 and "top_k" in err and "refused" not in err
+
+
+async def test_a_server_with_keys_takes_the_sdk_key_and_refuses_a_run_without(
+    tmp_path, capsys, monkeypatch
+):
+    async with running_server(tmp_path, api_key="key-a") as keyed:
+        monkeypatch.delenv("LANGGRAPH_API_KEY", raising=False)
+        code, _, err = await ask(capsys, "What is CRAG?", "--url", keyed)
+        assert code == 2 and "refused the run: missing or invalid API key" in err
+        monkeypatch.setenv("LANGGRAPH_API_KEY", "key-a")
+        code, out, _ = await ask(capsys, "What is CRAG?", "--url", keyed)
+        assert code == 0 and "stop_reason: " in out
+
+
+async def test_the_client_loads_neither_langgraph_nor_chroma_nor_the_encoder(url):
+    probe = (
+        "import sys; from reflexrag.server.cli import main; code = main(sys.argv[1:]); "
+        "loaded = [m for m in ('langgraph.graph', 'chromadb', 'onnxruntime', 'torch') "
+        "if m in sys.modules]; print('LOADED', loaded); sys.exit(code)"
+    )
+    out = await in_a_process("ask", "What is Corrective RAG?", "--url", url, script=probe)
+    assert "stop_reason: answered" in out
+    assert out.splitlines()[-1] == "LOADED []"
