@@ -284,11 +284,15 @@ async def _ask_server(args: argparse.Namespace, question: str) -> int:
 
 
 def _server_message(response: Any) -> str:
-    """The message of a server's JSON error body (FastAPI's ``detail``), else its status."""
+    """The message of a server's JSON error body (FastAPI's ``detail``, a string or a list of
+    validation errors), else its status."""
     try:
-        detail = response.json().get("detail")
+        body = response.json()
     except ValueError:
-        detail = None
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, list):
+        detail = "; ".join(str(item.get("msg", item)) for item in detail if isinstance(item, dict))
     return str(detail) if detail else f"HTTP {response.status_code}"
 
 
