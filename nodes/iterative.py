@@ -73,6 +73,7 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
             "generation": "",
             "missing_parts": [],
             "disputed": [],
+            "unmentioned": [],
             "steps": step("draft_answer", "nothing relevant yet"),
         }
     generator = await generator_for(context)

@@ -45,6 +45,18 @@ NOT_FOUND_PART_ANYWHERE = (
     "{parts}"
 )
 NOT_FOUND_PART_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到问题这一部分的答案：{parts}"
+# The question names something no passage found mentions: what was found is about another.
+NOT_FOUND_UNMENTIONED = (
+    "I could not find an answer in the knowledge base: no passage I found mentions {names}."
+)
+NOT_FOUND_UNMENTIONED_ZH = "我在知识库中没有找到答案：找到的段落都没有提到{names}。"
+NOT_FOUND_UNMENTIONED_ANYWHERE = (
+    "I could not find an answer in the knowledge base or on the web: no passage I found "
+    "mentions {names}."
+)
+NOT_FOUND_UNMENTIONED_ANYWHERE_ZH = (
+    "我在知识库和网络搜索中都没有找到答案：找到的段落都没有提到{names}。"
+)
 # Two documents state the fact asked for with two values: neither is the answer.
 NOT_FOUND_DISPUTED = (
     'I could not find an answer the knowledge base agrees on: one source says "{ours}", '
@@ -207,6 +219,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "sources": [],
     "missing_parts": [],
     "disputed": [],
+    "unmentioned": [],
     "grounding": None,
     "useful": None,
     "retrieval_attempts": 0,
@@ -428,6 +441,7 @@ async def answer_from(
         "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
         "missing_parts": missing_parts(answer, context.min_confidence),
         "disputed": answer.disputed,
+        "unmentioned": answer.unmentioned,
         "generation_attempts": attempt,
         "usage": meter.counts,
     }
@@ -502,7 +516,8 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
 
 async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Rewrite the query for another retrieval round: toward the parts of the question the
-    last answer was not sure of, when it was sure of the others."""
+    last answer was not sure of, when it was sure of the others, else toward what the
+    question names that no passage it was read from mentions."""
     context = context_of(runtime)
     attempt = state.get("query_rewrites", 0) + 1
     closest = graded_documents(state, relevant_only=False)
@@ -513,6 +528,10 @@ async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[st
         # belongs to: a part may name its subject only by a pronoun ("how much does it cost?").
         question = f"{' '.join(missing)} ({question})"
         summary += f" for the missing part {' / '.join(missing)!r}"
+    elif unmentioned := state.get("unmentioned"):
+        # What no passage mentioned yet leads the search for it, in the question it is in.
+        question = f"{' '.join(unmentioned)} ({question})"
+        summary += f" for {', '.join(unmentioned)}, which no passage mentioned"
     with metered() as meter:
         judge = await judge_for(context)
         query = await judge.rewrite_query(question, attempt, closest)
@@ -581,21 +600,30 @@ def not_found_text(question: str, state: RAGState) -> str:
     """Say the answer was not found (in the knowledge base, or on the web too when the run
     searched it); for a question asking several things of which the latest answer was sure of
     some, name the parts it was not sure of; where two sources disputed the latest answer,
-    quote both."""
+    quote both; where the question names something no passage the latest answer read
+    mentions, name it."""
     chinese, web = is_chinese(question), bool(state.get("web_searches"))
     if missing := state.get("missing_parts"):
-        template = {
-            (False, False): NOT_FOUND_PART,
-            (True, False): NOT_FOUND_PART_ZH,
-            (False, True): NOT_FOUND_PART_ANYWHERE,
-            (True, True): NOT_FOUND_PART_ANYWHERE_ZH,
-        }[chinese, web]
+        template = (
+            (NOT_FOUND_PART_ANYWHERE, NOT_FOUND_PART_ANYWHERE_ZH)
+            if web
+            else (NOT_FOUND_PART, NOT_FOUND_PART_ZH)
+        )[chinese]
         parts = ("；" if chinese else "; ").join(part.rstrip("?？。.") for part in missing)
         return template.format(parts=parts) + ("。" if chinese else ".")
     if disputed := state.get("disputed"):
         template = NOT_FOUND_DISPUTED_ZH if chinese else NOT_FOUND_DISPUTED
         ours, theirs = (sentence.strip() for sentence in disputed)
         return template.format(ours=ours, theirs=theirs)
+    if unmentioned := state.get("unmentioned"):
+        template = (
+            (NOT_FOUND_UNMENTIONED_ANYWHERE, NOT_FOUND_UNMENTIONED_ANYWHERE_ZH)
+            if web
+            else (NOT_FOUND_UNMENTIONED, NOT_FOUND_UNMENTIONED_ZH)
+        )[chinese]
+        return template.format(
+            names=("、" if chinese else ", ").join(f"“{n}”" for n in unmentioned)
+        )
     if web:
         return NOT_FOUND_ANYWHERE_ZH if chinese else NOT_FOUND_ANYWHERE
     return NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER

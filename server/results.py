@@ -56,6 +56,9 @@ class RunResult:
     disputed: list[str] = field(default_factory=list)
     """Two sentences of different documents stating the answer's fact with two values (the
     answer's first): the knowledge base disagrees with itself."""
+    unmentioned: list[str] = field(default_factory=list)
+    """What the question names that nothing the answer was read from mentions (a give-up
+    names it)."""
     confidence: float | None = None
     """0-1: how likely the answer is right."""
     error: str | None = None
@@ -93,6 +96,7 @@ class RunResult:
             ("quote", ""),
             ("missing_parts", []),
             ("disputed", []),
+            ("unmentioned", []),
             ("error", None),
         ):
             if data[key] == empty:
@@ -119,6 +123,7 @@ def result_from_state(
         quote=values.get("quote") or "",
         missing_parts=list(values.get("missing_parts") or []),
         disputed=list(values.get("disputed") or []),
+        unmentioned=list(values.get("unmentioned") or []),
         confidence=values.get("confidence"),
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),

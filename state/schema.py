@@ -191,6 +191,9 @@ class RAGState(TypedDict, total=False):
     """Two sentences of different documents that make the latest answer's statement with two
     values (the answer's first): the knowledge base disagrees with itself, and a give-up
     quotes both."""
+    unmentioned: list[str]
+    """What the question names (a name, a figure) that nothing the latest answer was read from
+    mentions: that answer is about something else, and a give-up says so."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

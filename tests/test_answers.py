@@ -10,7 +10,9 @@ from reflexrag.nodes.judges.local import (
     ExtractiveGenerator,
     LocalJudge,
     LocalScorer,
+    question_names,
     question_parts,
+    unmentioned,
 )
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.spans import (
@@ -551,3 +553,48 @@ async def test_a_sentence_is_quoted_with_the_neighbour_that_matches_nearly_as_we
         Document(id="e#1", page_content=f"{close} Rome is in Italy."),
     ]
     assert (await one.generate(question, apart)).text == best
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("When did the iPhone 15 go on sale?", ["iPhone", "15"]),
+        ("Which NFL team played at Super Bowl 50?", ["NFL", "Super", "Bowl", "50"]),
+        # The opening word is capitalised by grammar; a possessive is the name's.
+        ("What is Tesla's middle name?", ["Tesla"]),
+        # One-digit figures are often spelled out in running text ("four primes").
+        ("Is there always a minimum of 4 primes between them?", []),
+        ("What enhanced anti-HIV1 activity?", ["anti-HIV1"]),
+        ("2019年NBA总冠军是谁？", ["2019", "NBA"]),
+        ("AGG01的实际功效有哪些？", ["AGG01"]),
+        ("《霸王别姬》是哪一年上映的？", ["霸王别姬"]),
+        ("how much does it cost", []),
+    ],
+)
+def test_a_question_names_its_capitalised_words_figures_and_quoted_titles(question, names):
+    assert question_names(question) == names
+
+
+def test_a_name_is_mentioned_however_it_is_marked_but_a_figure_only_as_itself():
+    passage = Document(
+        id="t20#0",
+        page_content="T20 raised anti-HIV-1 activity in 2016. The iPhone 15 went on sale.",
+        metadata={"title": "Notes"},
+    )
+    assert unmentioned("What raised anti-HIV1 activity in 2016?", [passage]) == []
+    assert unmentioned("When did the iPhone 16 go on sale?", [passage]) == ["16"]
+    # "Notes" is the title: a name the title holds is mentioned.
+    assert unmentioned("What do the Notes say about 201?", [passage]) == ["201"]
+
+
+def test_a_name_given_two_ways_is_mentioned_when_either_way_is():
+    passage = Document(
+        id="genes#0",
+        page_content="High copy numbers of CCL3L1 suppress HIV-1. MBL promotes elimination.",
+        metadata={"title": "Genetics"},
+    )
+    spelled = "What is the role of C-C Motif Chemokine Ligand 3 Like 1 (CCL3L1) in HIV-1?"
+    assert unmentioned(spelled, [passage]) == []
+    assert unmentioned("How does Mannanose Binding Lectin (MBL) act?", [passage]) == []
+    # Neither way: both are named as missing.
+    assert unmentioned("What does Foo Bar (FB) do to HIV-1?", [passage]) == ["Foo", "Bar", "FB"]

@@ -144,6 +144,59 @@ async def test_every_strategy_answers_tesla_over_the_pronoun_note(isolated_data_
         assert "best known" not in result.answer
 
 
+IPHONE_NOTE = (
+    "The Apple iPhone 15 went on sale in the United States on September 22, 2023, at a price "
+    "of $799."
+)
+
+
+async def test_an_answer_about_something_no_passage_mentions_is_half_as_sure(monkeypatch):
+    from reflexrag.nodes.judges import local
+
+    note = Document(IPHONE_NOTE, id="iphone#0", metadata={"title": "iPhone 15"})
+    generator = ExtractiveGenerator(get_embeddings())
+    asked = await generator.generate("When did the iPhone 15 go on sale?", [note])
+    assert asked.unmentioned == [] and asked.confidence >= 0.5
+    # The same sentence, read for a country (or a phone) the passage never names.
+    elsewhere = "When did the iPhone 15 go on sale in Germany?"
+    other = await generator.generate(elsewhere, [note])
+    assert "September 22, 2023" in f"{other.text} {other.quote}"
+    assert other.unmentioned == ["Germany"] and other.confidence < 0.5
+    monkeypatch.setattr(local, "UNMENTIONED_FACTOR", 1.0)
+    unchecked = await generator.generate(elsewhere, [note])
+    # Without the check the reader was sure enough to answer with the US date.
+    assert unchecked.confidence >= 0.5
+    assert other.confidence == pytest.approx(unchecked.confidence / 2, abs=1e-3)
+    newer = await generator.generate("When did the iPhone 16 go on sale?", [note])
+    assert newer.unmentioned == ["16"] and newer.confidence < 0.5
+
+
+async def test_the_gated_strategies_say_what_no_passage_mentions(isolated_data_dir):
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+    from reflexrag.server.runner import run_question
+    from reflexrag.state import Context
+
+    get_knowledge_base("iphone").add([SourceDocument("note", IPHONE_NOTE, {"title": "iPhone 15"})])
+    context = Context(kb="iphone", judge_backend="local", generator_backend="local")
+    question = "When did the iPhone 15 go on sale in Germany?"
+    for strategy in ("self_rag", "self_crag", "iterative", "adaptive"):
+        result = await run_question(strategy, question, context)
+        assert result.answer_kind == "not_found", (strategy, result.answer, result.stop_reason)
+        # (self_crag searched the web as well, and says so.)
+        assert result.answer.startswith("I could not find an answer in the knowledge base")
+        assert result.answer.endswith(": no passage I found mentions “Germany”."), strategy
+        assert result.to_json()["unmentioned"] == ["Germany"]
+        if strategy == "self_rag":
+            # Its rewrite looked for what was missing before it gave up.
+            rewrites = [e["summary"] for e in result.steps if e["node"] == "transform_query"]
+            assert rewrites and all(
+                "for Germany, which no passage mentioned" in r for r in rewrites
+            )
+    # Naive RAG has no answer check: it answers with the date in the United States.
+    naive = await run_question("naive", question, context)
+    assert "September 22, 2023" in naive.answer
+
+
 TESLA_TRUE = "Nikola Tesla died on 7 January 1943 in New York, in room 3327 of the hotel."
 TESLA_PLANTED = "Nikola Tesla died on 7 January 1956 in New York, in room 3327 of the hotel."
 

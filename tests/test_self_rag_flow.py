@@ -315,3 +315,21 @@ def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
     assert not_found_text("When did Tesla die?", {}) == (
         "I could not find an answer in the knowledge base."
     )
+
+
+def test_a_give_up_names_what_the_question_names_and_no_passage_mentions():
+    from reflexrag.nodes.rag import not_found_text
+
+    state = {"unmentioned": ["iPhone", "16"]}
+    assert not_found_text("When did the iPhone 16 go on sale?", state) == (
+        "I could not find an answer in the knowledge base: no passage I found mentions "
+        "“iPhone”, “16”."
+    )
+    searched = not_found_text("When did the iPhone 16 go on sale?", {**state, "web_searches": 1})
+    assert searched.startswith("I could not find an answer in the knowledge base or on the web:")
+    assert not_found_text("2019年NBA总冠军是谁？", {"unmentioned": ["2019", "NBA"]}) == (
+        "我在知识库中没有找到答案：找到的段落都没有提到“2019”、“NBA”。"
+    )
+    # The parts of a multi-part question come first: they say more.
+    both = not_found_text("q?", {"missing_parts": ["b?"], "unmentioned": ["16"]})
+    assert both.endswith("to part of the question: b.")

@@ -97,6 +97,9 @@ class Answer:
     """Two sentences of different documents making one statement with two values where the
     answer stands, the answer's first (local reader): the knowledge base disagrees with
     itself. Empty when nothing disputes the answer."""
+    unmentioned: list[str] = field(default_factory=list)
+    """What the question names (a name, a figure) that nothing the answer was read from
+    mentions (local reader): the answer is about something else. Empty when all is named."""
 
 
 class Judge(Protocol):

@@ -213,7 +213,8 @@ def has_kind(kind: str, text: str) -> bool:
     return True
 
 
-_POSSESSIVE_RE = re.compile(r"['’]s?$")
+POSSESSIVE_RE = re.compile(r"['’]s?$")
+"""The possessive ending of a name ("Altman’s", "Jones'")."""
 
 
 def names_in(text: str) -> list[str]:
@@ -236,7 +237,7 @@ def _as_name(words: list[str]) -> list[str]:
         words = words[1:]
     if not words:
         return []
-    words = [*words[:-1], _POSSESSIVE_RE.sub("", words[-1].rstrip("."))]
+    words = [*words[:-1], POSSESSIVE_RE.sub("", words[-1].rstrip("."))]
     if len(words) == 1 and len(words[0]) < 3:
         return []
     return [" ".join(words)]
