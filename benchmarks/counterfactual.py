@@ -109,14 +109,19 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), "utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reflexrag.benchmarks.counterfactual")
+def stress_set_parser(module: str) -> argparse.ArgumentParser:
+    """The arguments every stress-set builder takes: a QA set, its corpus, where to write."""
+    parser = argparse.ArgumentParser(prog=f"python -m reflexrag.benchmarks.{module}")
     parser.add_argument("--qa", type=Path, required=True, help="QA.jsonl")
     parser.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="directory to write")
     parser.add_argument("--limit", type=int, help="at most N questions")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = stress_set_parser("counterfactual").parse_args(argv)
     try:
         items = load_qa(args.qa)
         corpus = [json.loads(line) for line in args.corpus.read_text("utf-8").splitlines() if line]

@@ -17,7 +17,6 @@ does name, an antonym, a negation), which need a reader that understands the sen
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -25,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reflexrag.benchmarks.counterfactual import write_jsonl
+from reflexrag.benchmarks.counterfactual import stress_set_parser, write_jsonl
 from reflexrag.benchmarks.fixture import FixtureError, QAItem, load_qa
 from reflexrag.nodes.judges.spans import names_in
 from reflexrag.providers.text import is_chinese, term_set
@@ -128,15 +127,10 @@ def make(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reflexrag.benchmarks.swapped")
-    parser.add_argument("--qa", type=Path, required=True, help="QA.jsonl")
-    parser.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")
+    parser = stress_set_parser("swapped")
     parser.add_argument(
         "--names", type=Path, required=True, help="another corpus to take new names from"
     )
-    parser.add_argument("--out", type=Path, required=True, help="directory to write")
-    parser.add_argument("--limit", type=int, help="at most N questions")
-    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     try:
         items = load_qa(args.qa)
