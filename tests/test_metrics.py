@@ -175,3 +175,31 @@ def test_planting_a_false_answer_copies_the_gold_passage_with_another_answer_of_
     texts = {row["doc_id"]: row["text"] for row in planted}
     assert texts["tesla"] == "Tesla died in 1943 in New York."
     assert texts["tesla#planted"] == "Tesla died in 1931 in New York."
+
+
+def test_swapping_puts_a_name_or_figure_the_corpus_never_mentions_into_the_question():
+    from reflexrag.benchmarks.swapped import make, said_in
+
+    def item(qid: str, question: str, doc: str) -> QAItem:
+        return QAItem(qid, "en", question, ["x"], "in_corpus", "single", "s", "span", [doc])
+
+    items = [
+        item("a", "What happened at the 1998 election?", "vote"),
+        item("b", "When did Tesla move to New York?", "tesla"),
+        item("c", "Why is the sky blue?", "sky"),  # names nothing
+    ]
+    corpus = [
+        {"doc_id": "vote", "title": "Vote", "text": "The 1998 election, won by 1999 votes."},
+        {"doc_id": "tesla", "title": "Tesla", "text": "Tesla moved to New York in 1884."},
+        {"doc_id": "sky", "title": "Sky", "text": "The sky is blue because of scattering."},
+    ]
+    other = [{"doc_id": "o", "title": "Other", "text": "Marconi met Popov in Bologna."}]
+    questions = {row["qid"]: row for row in make(items, corpus, other, None, seed=1)}
+    assert set(questions) == {"a#swapped", "b#swapped"}
+    said = said_in(corpus)
+    for row in questions.values():
+        assert row["category"] == "unanswerable_in_corpus" and row["answers"] == []
+        swap = row["extra"]["swapped"]
+        assert swap["to"] in row["question"] and swap["from"] not in row["question"]
+        assert swap["to"].lower() not in said  # nothing in the corpus mentions it
+    assert questions["a#swapped"]["extra"]["swapped"]["from"] == "1998"
