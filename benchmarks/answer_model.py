@@ -13,12 +13,16 @@ fitted without.
 
     python -m reflexrag.benchmarks.answer_model dump --set NAME QA CORPUS --set … --out rows.jsonl
     python -m reflexrag.benchmarks.answer_model fit rows.jsonl --folds folds --write
+    python -m reflexrag.benchmarks.answer_model sweep rows.jsonl [--stress stress.jsonl]
+
+``sweep`` chooses ``UNMENTIONED_FACTOR`` the same way: held-out truthfulness at each factor.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import sys
@@ -69,6 +73,7 @@ async def dump_set(name: str, qa: Path, corpus: Path, directory: Path) -> list[d
                 "answer": answer.text,
                 "quote": answer.quote,
                 "features": answer.features,
+                "unmentioned": answer.unmentioned,
                 "answers": bool(answers),
                 "span": bool(answers and holds_gold(item, answer.text)),
             }
@@ -164,16 +169,21 @@ def auroc(scores: list[float], labels: list[bool]) -> float | None:
     return wins / (len(positives) * len(negatives))
 
 
-def truthfulness(row: dict[str, Any], models: AnswerModels | None) -> float:
+def truthfulness(
+    row: dict[str, Any], models: AnswerModels | None, unmentioned_factor: float | None = None
+) -> float:
     """What the reader scores on ``row``: always answering with its span (``models`` None),
     or answering over 0.5 only, with the span only when the span model is sure of it (over
-    its bar)."""
+    its bar). An answer that leaves a name of the question unmentioned is as much less sure
+    as ``unmentioned_factor`` says (the reader's own factor when None)."""
     features = row["features"]
     has_span = "span_score" in features
     if models is None:
         answered, span_given = True, has_span
     else:
-        answered = models.answers.probability(features) >= 0.5
+        factor = local.UNMENTIONED_FACTOR if unmentioned_factor is None else unmentioned_factor
+        sure = models.answers.probability(features) * (factor if row.get("unmentioned") else 1)
+        answered = sure >= 0.5
         span_given = has_span and models.gives_span(features)
     if not answered:
         return 1.0 if not row["answerable"] else 0.0
@@ -212,8 +222,12 @@ def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> 
     }
 
 
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+    rows = read_rows(rows_path)
     sets = list(dict.fromkeys(row["set"] for row in rows))
     reports = []
     for name in sets:
@@ -227,6 +241,51 @@ def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]
     if write:
         target = Path(answer_model.__file__).with_name(MODEL_FILE)
         target.write_text(json.dumps(to_json(final), indent=1) + "\n")
+    return reports
+
+
+UNMENTIONED_FACTORS = (1.0, 0.85, 0.7, 0.5, 0.25, 0.0)
+
+
+def _gated_truthfulness(
+    models: AnswerModels, held: list[dict[str, Any]], unmentioned_factor: float
+) -> float:
+    return statistics.fmean(truthfulness(row, models, unmentioned_factor) for row in held)
+
+
+def sweep_unmentioned(
+    rows: list[dict[str, Any]], stress: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Held out, the gated truthfulness at each factor for answers that leave a name of the
+    question unmentioned (see ``UNMENTIONED_FACTOR`` in :mod:`nodes.judges.local`): each
+    set read with the models fitted on the others, and the factor its fold chooses, the
+    mildest with the best mean over the other sets (each weighing the same). ``stress`` rows
+    (sets built from a shared one, named ``SET-…``) are read with that set's fold, and never
+    choose."""
+    sets = list(dict.fromkeys(row["set"] for row in rows))
+    by_set = {name: [row for row in rows if row["set"] == name] for name in sets}
+    reports = []
+    for name in sets:
+        models = fit_models([row for row in rows if row["set"] != name])
+        scored = functools.partial(_gated_truthfulness, models)
+        others = {
+            factor: statistics.fmean(scored(by_set[o], factor) for o in sets if o != name)
+            for factor in UNMENTIONED_FACTORS
+        }
+        best = max(others.values())
+        chosen = max(f for f in UNMENTIONED_FACTORS if others[f] >= best - 1e-9)
+        for label, held in [
+            (name, by_set[name]),
+            *(
+                (built, [row for row in stress if row["set"] == built])
+                for built in dict.fromkeys(row["set"] for row in stress)
+                if built.startswith(f"{name}-")
+            ),
+        ]:
+            report = {"set": label, "hit": sum(bool(row.get("unmentioned")) for row in held)}
+            report.update({f"f={f}": scored(held, f) for f in UNMENTIONED_FACTORS})
+            report["chosen"] = chosen if label == name else None
+            reports.append(report)
     return reports
 
 
@@ -268,10 +327,20 @@ def main(argv: list[str] | None = None) -> int:
     fitting.add_argument("rows", type=Path)
     fitting.add_argument("--folds", type=Path, help="write each fold's model here")
     fitting.add_argument("--write", action="store_true", help="write the shipped model file")
+    sweeping = commands.add_parser(
+        "sweep", help="held-out truthfulness per factor for answers leaving a name unmentioned"
+    )
+    sweeping.add_argument("rows", type=Path)
+    sweeping.add_argument("--stress", type=Path, help="rows of sets built from shared ones")
     args = parser.parse_args(argv)
     if args.command == "dump":
         sets = [(name, Path(qa), Path(corpus)) for name, qa, corpus in args.set]
         asyncio.run(dump(sets, args.out))
+    elif args.command == "sweep":
+        stress = read_rows(args.stress) if args.stress else []
+        columns = [("hit", "hit"), *((f"f={f}", f"f={f}") for f in UNMENTIONED_FACTORS)]
+        columns.append(("chosen", "fold's choice"))
+        print(markdown_table(sweep_unmentioned(read_rows(args.rows), stress), columns, "set"))
     else:
         print(table(fit(args.rows, args.folds, args.write)))
     return 0

@@ -141,3 +141,39 @@ def test_the_span_bar_is_the_lowest_at_which_held_out_spans_were_nearly_always_r
     noise = [_span_rows(name, 40, signal=False) for name in ("a", "b", "c")]
     assert fitting.fit_span_bar([row for rows in noise for row in rows]) is None
     assert load_models(fitting.to_json(models)).span_bar == bar
+
+
+def test_the_unmentioned_sweep_chooses_the_mildest_best_factor_and_reads_stress_sets_by_fold(
+    monkeypatch,
+):
+    from reflexrag.nodes.judges.answer_model import AnswerModels
+
+    # P ≥ 0.5 exactly when match ≥ 0.5: a sure answer (match 0.8, P 0.95) halved is unsure.
+    sure = Logistic(("match",), (10.0,), 0.0, (0.5,), (1.0,))
+    monkeypatch.setattr(fitting, "fit_models", lambda rows: AnswerModels(sure, sure, None))
+
+    def row(name: str, answers: bool, unmentioned: bool, answerable: bool = True) -> dict:
+        features = {"match": 0.8, "cosine": 0.8}
+        return {
+            "set": name,
+            "answerable": answerable,
+            "features": features,
+            "answers": answers,
+            "span": False,
+            "unmentioned": ["16"] if unmentioned else [],
+        }
+
+    pair = [(True, False), (False, True)]  # right and named; wrong and missing a name
+    rows = [row(name, a, u) for name in ("a", "b") for a, u in pair]
+    mixed = ((True, False), (True, True), (False, True), (False, True))
+    rows += [row("c", answers, unmentioned) for answers, unmentioned in mixed]
+    stress = [row("a-swapped", False, True, answerable=False)]
+    reports = {r["set"]: r for r in fitting.sweep_unmentioned(rows, stress)}
+    assert list(reports) == ["a", "a-swapped", "b", "c"]
+    assert reports["a"]["f=1.0"] == 0.0 and reports["a"]["f=0.5"] == 0.5
+    # 0.85 and 0.7 leave the sure answers sure; 0.5 is the mildest that helps.
+    assert reports["a"]["f=0.7"] == 0.0
+    assert [reports[name]["chosen"] for name in ("a", "b", "c")] == [0.5, 0.5, 0.5]
+    assert reports["c"]["f=0.5"] == 0.25 and reports["c"]["hit"] == 3
+    assert reports["a-swapped"]["f=1.0"] == -1.0 and reports["a-swapped"]["f=0.5"] == 1.0
+    assert reports["a-swapped"]["chosen"] is None
