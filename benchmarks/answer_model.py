@@ -196,7 +196,12 @@ def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> 
     p = [models.answers.probability(row["features"]) for row in held]
     labels = [row["answers"] for row in held]
     spans = span_rows(held)
-    answered = [row for row, q in zip(held, p, strict=True) if q >= 0.5]
+    # Answered as the reader answers: a name of the question left unmentioned lowers P.
+    answered = [
+        row
+        for row, q in zip(held, p, strict=True)
+        if q * (local.UNMENTIONED_FACTOR if row.get("unmentioned") else 1) >= 0.5
+    ]
     span_given = [
         row
         for row in answered
