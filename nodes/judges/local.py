@@ -824,14 +824,14 @@ def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
     return bool(said) and not said <= asked
 
 
-# A word or figure of a question, as written ("Tesla", "iPhone", "HIV-1", "1,000"): letters and
+# A word or figure of a question, as written ("Tesla", "iPhone", "F-35", "1,000"): letters and
 # digits, with the marks inside a word; Chinese characters part them ("2019年NBA").
 _TOKEN_RE = re.compile(r"(?:[^\W_\u3400-\u9fff]|['’.,-](?=[^\W_\u3400-\u9fff]))+")
 _QUOTED_TITLE_RE = re.compile(r"[\"“《「『]([^\"”》」』]{2,})[\"”》」』]")
 
 
 def _squashed(token: str) -> str:
-    """A token as its letters and digits, lowercased: "HIV-1" and "HIV1" are one name."""
+    """A token as its letters and digits, lowercased: "F-35" and "F35" are one name."""
     return "".join(c for c in token.lower() if c.isalnum())
 
 
@@ -861,7 +861,7 @@ _BRACKETED_RE = re.compile(r"\(([^()]{1,40})\)")
 
 def aliases(question: str) -> list[tuple[list[str], list[str]]]:
     """Names a question gives two ways, a name and in brackets its short form or another
-    name ("C-C Motif Chemokine Ligand 3 Like 1 (CCL3L1)"): the names of the capitalised words
+    name ("Hypertext Transfer Protocol (HTTP)"): the names of the capitalised words
     and figures just before the brackets, and those within them."""
     pairs = []
     for match in _BRACKETED_RE.finditer(question):
@@ -880,8 +880,8 @@ def unmentioned(question: str, read: Sequence[Document]) -> list[str]:
     (the chunks and their titles) mentions: an answer read there is about something else
     ("When did the iPhone 16 go on sale?" over a knowledge base that only knows the iPhone
     15). A name counts as mentioned when its words are (as lemmas), or it is written there
-    with other marks ("HIV1" for "HIV-1"); a figure only as a figure of its own ("16" is not
-    in "2016"); a thing the question names two ways ("Mannose Binding Lectin (MBL)"), when
+    with other marks ("F35" for "F-35"); a figure only as a figure of its own ("16" is not
+    in "2016"); a thing the question names two ways ("Hypertext Transfer Protocol (HTTP)"), when
     either way is."""
     names = question_names(question)
     if not names:
