@@ -203,3 +203,23 @@ def test_swapping_puts_a_name_or_figure_the_corpus_never_mentions_into_the_quest
         assert swap["to"] in row["question"] and swap["from"] not in row["question"]
         assert swap["to"].lower() not in said  # nothing in the corpus mentions it
     assert questions["a#swapped"]["extra"]["swapped"]["from"] == "1998"
+
+
+def test_the_leave_one_set_out_verdict_takes_the_best_self_correcting_strategy():
+    from reflexrag.benchmarks.loso import summary, verdict
+
+    def overall(truthfulness: float) -> dict:
+        return {"overall": {"truthfulness": truthfulness, "answer_rate": 0.5, "answer_right": 0.6}}
+
+    report = {
+        "strategies": {"naive": overall(0.1), "self_rag": overall(0.4), "crag": overall(0.5)},
+        "always_abstain": {"truthfulness": 0.3},
+    }
+    judged = verdict("CLAPNQ", report)
+    # Naive is the baseline, never the best self-correcting strategy, whatever it scores.
+    assert judged["best"] == "crag" and judged["margin"] == pytest.approx(0.2)
+    table = summary([("CLAPNQ", report)])
+    assert "| CLAPNQ | crag | 0.500 | 0.100 | 0.300 | +0.200 | 0.600 |" in table
+    assert "| CLAPNQ | always-abstain | 0.300 | 0.000 |" in table
+    report["strategies"]["naive"] = overall(0.9)
+    assert verdict("CLAPNQ", report)["margin"] == pytest.approx(-0.4)
