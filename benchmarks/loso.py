@@ -197,15 +197,24 @@ def main(argv: list[str] | None = None) -> int:
         for path in files(args.shared, shared_set):
             if path is not None and not path.is_file():
                 parser.error(f"no such file: {path}")
+    if args.folds is not None:
+        for shared_set in chosen:
+            if not (args.folds / f"fold-{shared_set.name}.json").is_file():
+                parser.error(f"no fold for {shared_set.name} in {args.folds}")
     args.out.mkdir(parents=True, exist_ok=True)
-    folds = None if args.shipped else args.folds or dump_and_fit(args.shared, chosen, args.out)
     extra = ["--strategies", args.strategies, "--concurrency", args.concurrency]
     reports = []
-    for shared_set in chosen:
-        fold = None if folds is None else folds / f"fold-{shared_set.name}.json"
-        report = evaluate(args.shared, shared_set, fold, args.out / shared_set.name, extra)
-        reports.append((shared_set.label, report))
-        print(f"{shared_set.label}: done", file=sys.stderr)
+    try:
+        folds = None if args.shipped else args.folds or dump_and_fit(args.shared, chosen, args.out)
+        for shared_set in chosen:
+            fold = None if folds is None else folds / f"fold-{shared_set.name}.json"
+            report = evaluate(args.shared, shared_set, fold, args.out / shared_set.name, extra)
+            reports.append((shared_set.label, report))
+            print(f"{shared_set.label}: done", file=sys.stderr)
+    except subprocess.CalledProcessError as exc:
+        step = " ".join(str(part) for part in exc.cmd[2:4])
+        print(f"loso: {step} failed (exit {exc.returncode}); see its output above", file=sys.stderr)
+        return 1
     text = summary(reports)
     (args.out / "loso.md").write_text(text)
     print(text)
