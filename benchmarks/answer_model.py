@@ -169,6 +169,16 @@ def auroc(scores: list[float], labels: list[bool]) -> float | None:
     return wins / (len(positives) * len(negatives))
 
 
+def gated_probability(
+    row: dict[str, Any], models: AnswerModels, unmentioned_factor: float | None = None
+) -> float:
+    """P(the answer is right) as the reader gates on it: lowered by ``unmentioned_factor``
+    (the reader's own when None) where the answer left a name of the question unmentioned."""
+    factor = local.UNMENTIONED_FACTOR if unmentioned_factor is None else unmentioned_factor
+    sure = models.answers.probability(row["features"])
+    return sure * factor if row.get("unmentioned") else sure
+
+
 def truthfulness(
     row: dict[str, Any], models: AnswerModels | None, unmentioned_factor: float | None = None
 ) -> float:
@@ -181,9 +191,7 @@ def truthfulness(
     if models is None:
         answered, span_given = True, has_span
     else:
-        factor = local.UNMENTIONED_FACTOR if unmentioned_factor is None else unmentioned_factor
-        sure = models.answers.probability(features) * (factor if row.get("unmentioned") else 1)
-        answered = sure >= 0.5
+        answered = gated_probability(row, models, unmentioned_factor) >= 0.5
         span_given = has_span and models.gives_span(features)
     if not answered:
         return 1.0 if not row["answerable"] else 0.0
@@ -196,12 +204,7 @@ def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> 
     p = [models.answers.probability(row["features"]) for row in held]
     labels = [row["answers"] for row in held]
     spans = span_rows(held)
-    # Answered as the reader answers: a name of the question left unmentioned lowers P.
-    answered = [
-        row
-        for row, q in zip(held, p, strict=True)
-        if q * (local.UNMENTIONED_FACTOR if row.get("unmentioned") else 1) >= 0.5
-    ]
+    answered = [row for row in held if gated_probability(row, models) >= 0.5]
     span_given = [
         row
         for row in answered
