@@ -13,9 +13,11 @@ fitted without.
 
     python -m reflexrag.benchmarks.answer_model dump --set NAME QA CORPUS --set … --out rows.jsonl
     python -m reflexrag.benchmarks.answer_model fit rows.jsonl --folds folds --write
-    python -m reflexrag.benchmarks.answer_model sweep rows.jsonl [--stress stress.jsonl]
+    python -m reflexrag.benchmarks.answer_model sweep rows.jsonl [--stress stress.jsonl] [--rule R]
 
-``sweep`` chooses ``UNMENTIONED_FACTOR`` the same way: held-out truthfulness at each factor.
+``sweep`` chooses the reader's discount factors the same way (``UNMENTIONED_FACTOR`` with
+``--rule unmentioned``, ``UNASKED_FACTOR`` with ``--rule unasked``): held-out truthfulness at
+each factor.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ async def dump_set(name: str, qa: Path, corpus: Path, directory: Path) -> list[d
                 "quote": answer.quote,
                 "features": answer.features,
                 "unmentioned": answer.unmentioned,
+                "unasked": local.says_nothing_asked(answer.features),
                 "answers": bool(answers),
                 "span": bool(answers and holds_gold(item, answer.text)),
             }
@@ -169,29 +172,38 @@ def auroc(scores: list[float], labels: list[bool]) -> float | None:
     return wins / (len(positives) * len(negatives))
 
 
+DISCOUNTS = {"unmentioned": "UNMENTIONED_FACTOR", "unasked": "UNASKED_FACTOR"}
+"""The reader's rules that make an answer less sure, each by the row's key saying it applies
+(a name of the question left unmentioned; a sentence holding none of its own words) and the
+reader's constant giving the factor."""
+
+
 def gated_probability(
-    row: dict[str, Any], models: AnswerModels, unmentioned_factor: float | None = None
+    row: dict[str, Any], models: AnswerModels, factors: dict[str, float] | None = None
 ) -> float:
-    """P(the answer is right) as the reader gates on it: lowered by ``unmentioned_factor``
-    (the reader's own when None) where the answer left a name of the question unmentioned."""
-    factor = local.UNMENTIONED_FACTOR if unmentioned_factor is None else unmentioned_factor
+    """P(the answer is right) as the reader gates on it: lowered by each rule of
+    :data:`DISCOUNTS` that applies to the row, by the factor ``factors`` gives that rule or
+    else by the reader's own."""
     sure = models.answers.probability(row["features"])
-    return sure * factor if row.get("unmentioned") else sure
+    for rule, constant in DISCOUNTS.items():
+        if row.get(rule):
+            sure *= (factors or {}).get(rule, getattr(local, constant))
+    return sure
 
 
 def truthfulness(
-    row: dict[str, Any], models: AnswerModels | None, unmentioned_factor: float | None = None
+    row: dict[str, Any], models: AnswerModels | None, factors: dict[str, float] | None = None
 ) -> float:
     """What the reader scores on ``row``: always answering with its span (``models`` None),
     or answering over 0.5 only, with the span only when the span model is sure of it (over
-    its bar). An answer that leaves a name of the question unmentioned is as much less sure
-    as ``unmentioned_factor`` says (the reader's own factor when None)."""
+    its bar). An answer a rule discounts is as much less sure as ``factors`` says (the
+    reader's own factors by default)."""
     features = row["features"]
     has_span = "span_score" in features
     if models is None:
         answered, span_given = True, has_span
     else:
-        answered = gated_probability(row, models, unmentioned_factor) >= 0.5
+        answered = gated_probability(row, models, factors) >= 0.5
         span_given = has_span and models.gives_span(features)
     if not answered:
         return 1.0 if not row["answerable"] else 0.0
@@ -252,36 +264,35 @@ def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]
     return reports
 
 
-UNMENTIONED_FACTORS = (1.0, 0.85, 0.7, 0.5, 0.25, 0.0)
+FACTORS = (1.0, 0.85, 0.7, 0.5, 0.25, 0.0)
 
 
 def _gated_truthfulness(
-    models: AnswerModels, held: list[dict[str, Any]], unmentioned_factor: float
+    models: AnswerModels, rule: str, held: list[dict[str, Any]], factor: float
 ) -> float:
-    return statistics.fmean(truthfulness(row, models, unmentioned_factor) for row in held)
+    return statistics.fmean(truthfulness(row, models, {rule: factor}) for row in held)
 
 
-def sweep_unmentioned(
-    rows: list[dict[str, Any]], stress: list[dict[str, Any]]
+def sweep(
+    rows: list[dict[str, Any]], stress: list[dict[str, Any]], rule: str = "unmentioned"
 ) -> list[dict[str, Any]]:
-    """Held out, the gated truthfulness at each factor for answers that leave a name of the
-    question unmentioned (see ``UNMENTIONED_FACTOR`` in :mod:`nodes.judges.local`): each
-    set read with the models fitted on the others, and the factor its fold chooses, the
-    mildest with the best mean over the other sets (each weighing the same). ``stress`` rows
-    (sets built from a shared one, named ``SET-…``) are read with that set's fold, and never
-    choose."""
+    """Held out, the gated truthfulness at each factor for the answers ``rule`` discounts
+    (see :data:`DISCOUNTS`; the other rules at the reader's own factors): each set read with
+    the models fitted on the others, and the factor its fold chooses, the mildest with the
+    best mean over the other sets (each weighing the same). ``stress`` rows (sets built from
+    a shared one, named ``SET-…``) are read with that set's fold, and never choose."""
     sets = list(dict.fromkeys(row["set"] for row in rows))
     by_set = {name: [row for row in rows if row["set"] == name] for name in sets}
     reports = []
     for name in sets:
         models = fit_models([row for row in rows if row["set"] != name])
-        scored = functools.partial(_gated_truthfulness, models)
+        scored = functools.partial(_gated_truthfulness, models, rule)
         others = {
             factor: statistics.fmean(scored(by_set[o], factor) for o in sets if o != name)
-            for factor in UNMENTIONED_FACTORS
+            for factor in FACTORS
         }
         best = max(others.values())
-        chosen = max(f for f in UNMENTIONED_FACTORS if others[f] >= best - 1e-9)
+        chosen = max(f for f in FACTORS if others[f] >= best - 1e-9)
         for label, held in [
             (name, by_set[name]),
             *(
@@ -290,8 +301,8 @@ def sweep_unmentioned(
                 if built.startswith(f"{name}-")
             ),
         ]:
-            report = {"set": label, "hit": sum(bool(row.get("unmentioned")) for row in held)}
-            report.update({f"f={f}": scored(held, f) for f in UNMENTIONED_FACTORS})
+            report = {"set": label, "hit": sum(bool(row.get(rule)) for row in held)}
+            report.update({f"f={f}": scored(held, f) for f in FACTORS})
             report["chosen"] = chosen if label == name else None
             reports.append(report)
     return reports
@@ -336,19 +347,20 @@ def main(argv: list[str] | None = None) -> int:
     fitting.add_argument("--folds", type=Path, help="write each fold's model here")
     fitting.add_argument("--write", action="store_true", help="write the shipped model file")
     sweeping = commands.add_parser(
-        "sweep", help="held-out truthfulness per factor for answers leaving a name unmentioned"
+        "sweep", help="held-out truthfulness per factor for the answers a rule discounts"
     )
     sweeping.add_argument("rows", type=Path)
     sweeping.add_argument("--stress", type=Path, help="rows of sets built from shared ones")
+    sweeping.add_argument("--rule", choices=sorted(DISCOUNTS), default="unmentioned")
     args = parser.parse_args(argv)
     if args.command == "dump":
         sets = [(name, Path(qa), Path(corpus)) for name, qa, corpus in args.set]
         asyncio.run(dump(sets, args.out))
     elif args.command == "sweep":
         stress = read_rows(args.stress) if args.stress else []
-        columns = [("hit", "hit"), *((f"f={f}", f"f={f}") for f in UNMENTIONED_FACTORS)]
+        columns = [("hit", "hit"), *((f"f={f}", f"f={f}") for f in FACTORS)]
         columns.append(("chosen", "fold's choice"))
-        print(markdown_table(sweep_unmentioned(read_rows(args.rows), stress), columns, "set"))
+        print(markdown_table(sweep(read_rows(args.rows), stress, args.rule), columns, "set"))
     else:
         print(table(fit(args.rows, args.folds, args.write)))
     return 0

@@ -143,8 +143,9 @@ def test_the_span_bar_is_the_lowest_at_which_held_out_spans_were_nearly_always_r
     assert load_models(fitting.to_json(models)).span_bar == bar
 
 
-def test_the_unmentioned_sweep_chooses_the_mildest_best_factor_and_reads_stress_sets_by_fold(
-    monkeypatch,
+@pytest.mark.parametrize("rule, flagged", [("unmentioned", ["16"]), ("unasked", True)])
+def test_the_sweep_chooses_the_mildest_best_factor_and_reads_stress_sets_by_fold(
+    monkeypatch, rule, flagged
 ):
     from reflexrag.nodes.judges.answer_model import AnswerModels
 
@@ -152,7 +153,7 @@ def test_the_unmentioned_sweep_chooses_the_mildest_best_factor_and_reads_stress_
     sure = Logistic(("match",), (10.0,), 0.0, (0.5,), (1.0,))
     monkeypatch.setattr(fitting, "fit_models", lambda rows: AnswerModels(sure, sure, None))
 
-    def row(name: str, answers: bool, unmentioned: bool, answerable: bool = True) -> dict:
+    def row(name: str, answers: bool, discounted: bool, answerable: bool = True) -> dict:
         features = {"match": 0.8, "cosine": 0.8}
         return {
             "set": name,
@@ -160,15 +161,15 @@ def test_the_unmentioned_sweep_chooses_the_mildest_best_factor_and_reads_stress_
             "features": features,
             "answers": answers,
             "span": False,
-            "unmentioned": ["16"] if unmentioned else [],
+            rule: flagged if discounted else [],
         }
 
-    pair = [(True, False), (False, True)]  # right and named; wrong and missing a name
+    pair = [(True, False), (False, True)]  # right and not discounted; wrong and discounted
     rows = [row(name, a, u) for name in ("a", "b") for a, u in pair]
     mixed = ((True, False), (True, True), (False, True), (False, True))
     rows += [row("c", answers, unmentioned) for answers, unmentioned in mixed]
     stress = [row("a-swapped", False, True, answerable=False)]
-    reports = {r["set"]: r for r in fitting.sweep_unmentioned(rows, stress)}
+    reports = {r["set"]: r for r in fitting.sweep(rows, stress, rule)}
     assert list(reports) == ["a", "a-swapped", "b", "c"]
     assert reports["a"]["f=1.0"] == 0.0 and reports["a"]["f=0.5"] == 0.5
     # 0.85 and 0.7 leave the sure answers sure; 0.5 is the mildest that helps.

@@ -171,6 +171,31 @@ async def test_an_answer_about_something_no_passage_mentions_is_half_as_sure(mon
     assert newer.unmentioned == ["16"] and newer.confidence < 0.5
 
 
+HAYMO_NOTE = (
+    "Haymo of Faversham was an English Franciscan scholar. He lectured at Oxford and Paris."
+)
+
+
+async def test_a_sentence_holding_none_of_what_is_asked_is_half_as_sure(monkeypatch):
+    from reflexrag.nodes.judges import local
+
+    note = Document(HAYMO_NOTE, id="haymo#0", metadata={"title": "Haymo of Faversham"})
+    generator = ExtractiveGenerator(get_embeddings())
+    # A two-hop question: the passage is about its subject, not about what it asks.
+    bridge = "What language were books translated into during the era of Haymo of Faversham?"
+    about = await generator.generate(bridge, [note])
+    assert about.features["asked"] == 0.0
+    monkeypatch.setattr(local, "UNASKED_FACTOR", 1.0)
+    unchecked = await generator.generate(bridge, [note])
+    assert about.text == unchecked.text
+    assert about.confidence == pytest.approx(unchecked.confidence / 2, abs=1e-3)
+    # A sentence that says what is asked ("lectured", read with its subject) is not discounted.
+    monkeypatch.setattr(local, "UNASKED_FACTOR", 0.0)
+    answered = await generator.generate("Where did Haymo of Faversham lecture?", [note])
+    assert "Oxford" in f"{answered.text} {answered.quote}"
+    assert answered.features["asked"] == 1.0 and answered.confidence > 0
+
+
 async def test_the_gated_strategies_say_what_no_passage_mentions(isolated_data_dir):
     from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
     from reflexrag.server.runner import run_question

@@ -15,7 +15,7 @@ import asyncio
 import difflib
 import functools
 import re
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
@@ -117,6 +117,12 @@ UNMENTIONED_FACTOR = 0.5
 """An answer read where nothing mentions a name or figure the question names is at most half
 as sure (chosen leave-one-set-out, see the README): with ``min_confidence`` 0.5 the gated
 strategies then look further, and say not found when nothing they find mentions it."""
+UNASKED_FACTOR = 0.5
+"""An answer whose sentence holds none of the question's own words (those no title of the
+documents read says) is about the question's subject, not about what it asks ("Haymo of
+Faversham was an English Franciscan scholar." for what language books were translated into
+in his era), and at most half as sure. Chosen leave-one-set-out, as ``UNMENTIONED_FACTOR``
+(README)."""
 
 _GENERAL_RE = re.compile(
     r"^\s*(what is|what are|what's|define|explain|describe)\b|^\s*(什么是|解释|介绍一下)", re.I
@@ -490,6 +496,9 @@ class ExtractiveGenerator:
         # A short answer picked by the span reader gives way to the quote when the span model
         # does not trust it (below); a name several documents agree on is vouched for by them.
         from_span = focus.short
+        # Whether the answer is what one sentence says (not a verdict over every document, nor
+        # a name counted across them): what the sentence must then say is asked of it.
+        one_sentence = False
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
@@ -533,6 +542,7 @@ class ExtractiveGenerator:
                 answer = replace(answer, confidence=sure, unmentioned=not_mentioned)
             return answer
         else:
+            one_sentence = True
             confidence = float(self.support(question, [readings[best]], scores[[best]])[0])
             if focus.kind == "person" and names_in(text) == [text]:
                 # "Who …?" answered "Altman" where the documents say "Sam Altman": the full
@@ -571,6 +581,14 @@ class ExtractiveGenerator:
             # The sentence answers a question about something else: "When did the iPhone 16
             # go on sale?" read where only the iPhone 15 is.
             confidence = round(confidence * UNMENTIONED_FACTOR, 4)
+        if one_sentence:
+            # What the answer shows is the quote: the question's own words may be in a
+            # sentence quoted beside the best one.
+            quoted = frozenset().union(*(held[i] for i in chosen))
+            said = asked_coverage(terms(question), subjects, [quoted])
+            features["asked"] = round(float(said[0]), 4)
+            if says_nothing_asked(features):
+                confidence = round(confidence * UNASKED_FACTOR, 4)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
         record(self.backend, "generator", prompt_tokens, count_tokens(text))
         return Answer(
@@ -1002,6 +1020,12 @@ def in_context(sentence: str, previous: str, title: str) -> str:
         return sentence
     subject = " ".join(dict.fromkeys([*([title] if title else []), *names_in(previous)]))
     return f"{subject}\n{sentence}" if subject else sentence
+
+
+def says_nothing_asked(features: Mapping[str, float]) -> bool:
+    """Whether the one sentence an answer stands on holds none of the question's own words
+    (``asked``, recorded by the reader for such answers: see ``UNASKED_FACTOR``)."""
+    return features.get("asked", 1.0) == 0.0
 
 
 def answer_features(match: float, cosine: float) -> dict[str, float]:
