@@ -19,6 +19,7 @@ from reflexrag.nodes.judges.spans import (
     _without_citations,
     answer_span,
     full_name,
+    has_kind,
     names_in,
     question_focus,
 )
@@ -62,6 +63,25 @@ from tests.flow import FakeEmbeddings
 )
 def test_the_main_question_word_decides_what_is_asked(question, kind):
     assert question_focus(question).kind == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [
+        ("Nikola Tesla died on 7 January 1943.", True),
+        # A time of day answers "when" a daily thing happens.
+        ("On Saturdays the library opens at 10:00 and closes at 16:00.", True),
+        ("The desk closes at 9 p.m. on weekdays.", True),
+        ("The office opens at 8 am.", True),
+        ("自习室下午3点开放。", True),
+        # A score, a decimal and "am" the verb are no time.
+        ("The match ended 3:1 for the visitors.", False),
+        ("The ratio was 2.5 in the study.", False),
+        ("I am 10 minutes away.", False),
+    ],
+)
+def test_a_date_or_a_time_of_day_answers_when(text, held):
+    assert has_kind("date", text) is held
 
 
 @pytest.mark.parametrize(

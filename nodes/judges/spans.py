@@ -47,8 +47,11 @@ DATE_RE = re.compile(
     r"|(?:公元前?)?\d{1,4}\s*年(?:\s*\d{1,2}\s*月)?(?:\s*\d{1,2}\s*[日號号])?"
     r"|\d{1,2}\s*月\s*\d{1,2}\s*[日號号]"
     r"|[一二三四五六七八九十〇零百千]+年(?:[一二三四五六七八九十]+月)?"
-    # Centuries and seasons answer "when" too.
-    rf"|\d{{1,2}}\s*世[纪紀]|{_SEASONS}",
+    # Centuries and seasons answer "when" too, and a time of day, when something happens
+    # daily ("opens at 10:00", "closes at 9 p.m.", 下午3点).
+    rf"|\d{{1,2}}\s*世[纪紀]|{_SEASONS}"
+    r"|\b\d{1,2}[:：]\d{2}\b|\b\d{1,2}\s*(?:[ap]\.m\.|[ap]m\b)|\b(?:noon|midnight)\b"
+    r"|(?:上午|下午|晚上|早上|凌晨|中午)\s*(?:\d{1,2}|[一二三四五六七八九十]{1,3})\s*[点點时時]",
     re.IGNORECASE,
 )
 _SEASON_RE = re.compile(_SEASONS, re.IGNORECASE)
