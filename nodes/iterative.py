@@ -74,6 +74,7 @@ async def draft_answer(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
             "missing_parts": [],
             "disputed": [],
             "unmentioned": [],
+            "unasked": [],
             "steps": step("draft_answer", "nothing relevant yet"),
         }
     generator = await generator_for(context)

@@ -57,6 +57,19 @@ NOT_FOUND_UNMENTIONED_ANYWHERE = (
 NOT_FOUND_UNMENTIONED_ANYWHERE_ZH = (
     "我在知识库和网络搜索中都没有找到答案：找到的段落都没有提到{names}。"
 )
+# The passages found are about the question's subject but say none of what it asks.
+NOT_FOUND_UNASKED = (
+    "I could not find an answer in the knowledge base: the passages I found say nothing "
+    "about {words}."
+)
+NOT_FOUND_UNASKED_ZH = "我在知识库中没有找到答案：找到的段落都没有说到{words}。"
+NOT_FOUND_UNASKED_ANYWHERE = (
+    "I could not find an answer in the knowledge base or on the web: the passages I found "
+    "say nothing about {words}."
+)
+NOT_FOUND_UNASKED_ANYWHERE_ZH = (
+    "我在知识库和网络搜索中都没有找到答案：找到的段落都没有说到{words}。"
+)
 # Two documents state the fact asked for with two values: neither is the answer.
 NOT_FOUND_DISPUTED = (
     'I could not find an answer the knowledge base agrees on: one source says "{ours}", '
@@ -220,6 +233,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "missing_parts": [],
     "disputed": [],
     "unmentioned": [],
+    "unasked": [],
     "grounding": None,
     "useful": None,
     "retrieval_attempts": 0,
@@ -442,6 +456,7 @@ async def answer_from(
         "missing_parts": missing_parts(answer, context.min_confidence),
         "disputed": answer.disputed,
         "unmentioned": answer.unmentioned,
+        "unasked": answer.unasked,
         "generation_attempts": attempt,
         "usage": meter.counts,
     }
@@ -532,6 +547,10 @@ async def transform_query(state: RAGState, runtime: Runtime[Context]) -> dict[st
         # What no passage mentioned yet leads the search for it, in the question it is in.
         question = f"{' '.join(unmentioned)} ({question})"
         summary += f" for {', '.join(unmentioned)}, which no passage mentioned"
+    elif unasked := state.get("unasked"):
+        # The passages found were about the subject: what the question asks of it leads.
+        question = f"{' '.join(unasked)} ({question})"
+        summary += f" for {', '.join(unasked)}, which no passage it quoted said"
     with metered() as meter:
         judge = await judge_for(context)
         query = await judge.rewrite_query(question, attempt, closest)
@@ -601,29 +620,42 @@ def not_found_text(question: str, state: RAGState) -> str:
     searched it); for a question asking several things of which the latest answer was sure of
     some, name the parts it was not sure of; where two sources disputed the latest answer,
     quote both; where the question names something no passage the latest answer read
-    mentions, name it."""
+    mentions, name it; where the passages it quoted say none of the question's own words,
+    name those."""
     chinese, web = is_chinese(question), bool(state.get("web_searches"))
+
+    def template(english: str, zh: str, english_web: str, zh_web: str) -> str:
+        return ((english, zh), (english_web, zh_web))[web][chinese]
+
+    def listed(words: list[str]) -> str:
+        return ("、" if chinese else ", ").join(f"“{word}”" for word in words)
+
     if missing := state.get("missing_parts"):
-        template = (
-            (NOT_FOUND_PART_ANYWHERE, NOT_FOUND_PART_ANYWHERE_ZH)
-            if web
-            else (NOT_FOUND_PART, NOT_FOUND_PART_ZH)
-        )[chinese]
         parts = ("；" if chinese else "; ").join(part.rstrip("?？。.") for part in missing)
-        return template.format(parts=parts) + ("。" if chinese else ".")
-    if disputed := state.get("disputed"):
-        template = NOT_FOUND_DISPUTED_ZH if chinese else NOT_FOUND_DISPUTED
-        ours, theirs = (sentence.strip() for sentence in disputed)
-        return template.format(ours=ours, theirs=theirs)
-    if unmentioned := state.get("unmentioned"):
-        template = (
-            (NOT_FOUND_UNMENTIONED_ANYWHERE, NOT_FOUND_UNMENTIONED_ANYWHERE_ZH)
-            if web
-            else (NOT_FOUND_UNMENTIONED, NOT_FOUND_UNMENTIONED_ZH)
-        )[chinese]
-        return template.format(
-            names=("、" if chinese else ", ").join(f"“{n}”" for n in unmentioned)
+        found = template(
+            NOT_FOUND_PART, NOT_FOUND_PART_ZH, NOT_FOUND_PART_ANYWHERE, NOT_FOUND_PART_ANYWHERE_ZH
         )
+        return found.format(parts=parts) + ("。" if chinese else ".")
+    if disputed := state.get("disputed"):
+        found = NOT_FOUND_DISPUTED_ZH if chinese else NOT_FOUND_DISPUTED
+        ours, theirs = (sentence.strip() for sentence in disputed)
+        return found.format(ours=ours, theirs=theirs)
+    if unmentioned := state.get("unmentioned"):
+        found = template(
+            NOT_FOUND_UNMENTIONED,
+            NOT_FOUND_UNMENTIONED_ZH,
+            NOT_FOUND_UNMENTIONED_ANYWHERE,
+            NOT_FOUND_UNMENTIONED_ANYWHERE_ZH,
+        )
+        return found.format(names=listed(unmentioned))
+    if unasked := state.get("unasked"):
+        found = template(
+            NOT_FOUND_UNASKED,
+            NOT_FOUND_UNASKED_ZH,
+            NOT_FOUND_UNASKED_ANYWHERE,
+            NOT_FOUND_UNASKED_ANYWHERE_ZH,
+        )
+        return found.format(words=listed(unasked))
     if web:
         return NOT_FOUND_ANYWHERE_ZH if chinese else NOT_FOUND_ANYWHERE
     return NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER

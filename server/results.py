@@ -59,6 +59,9 @@ class RunResult:
     unmentioned: list[str] = field(default_factory=list)
     """What the question names that nothing the answer was read from mentions (a give-up
     names it)."""
+    unasked: list[str] = field(default_factory=list)
+    """The question's own words that the passages the answer quotes do not say (a give-up
+    names them)."""
     confidence: float | None = None
     """0-1: how likely the answer is right."""
     error: str | None = None
@@ -97,6 +100,7 @@ class RunResult:
             ("missing_parts", []),
             ("disputed", []),
             ("unmentioned", []),
+            ("unasked", []),
             ("error", None),
         ):
             if data[key] == empty:
@@ -124,6 +128,7 @@ def result_from_state(
         missing_parts=list(values.get("missing_parts") or []),
         disputed=list(values.get("disputed") or []),
         unmentioned=list(values.get("unmentioned") or []),
+        unasked=list(values.get("unasked") or []),
         confidence=values.get("confidence"),
         answer_kind=values.get("answer_kind"),
         sources=list(values.get("sources") or []),

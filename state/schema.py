@@ -194,6 +194,10 @@ class RAGState(TypedDict, total=False):
     unmentioned: list[str]
     """What the question names (a name, a figure) that nothing the latest answer was read from
     mentions: that answer is about something else, and a give-up says so."""
+    unasked: list[str]
+    """The question's own words (those no title says) when the sentences the latest answer
+    quotes hold none of them: that answer is about the subject, not about what is asked, and
+    a give-up says which words no passage said."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

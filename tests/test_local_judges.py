@@ -185,6 +185,7 @@ async def test_a_sentence_holding_none_of_what_is_asked_is_half_as_sure(monkeypa
     bridge = "What language were books translated into during the era of Haymo of Faversham?"
     about = await generator.generate(bridge, [note])
     assert about.features["asked"] == 0.0
+    assert about.unasked == ["language", "books", "translated", "era"]
     monkeypatch.setattr(local, "UNASKED_FACTOR", 1.0)
     unchecked = await generator.generate(bridge, [note])
     assert about.text == unchecked.text
@@ -194,6 +195,32 @@ async def test_a_sentence_holding_none_of_what_is_asked_is_half_as_sure(monkeypa
     answered = await generator.generate("Where did Haymo of Faversham lecture?", [note])
     assert "Oxford" in f"{answered.text} {answered.quote}"
     assert answered.features["asked"] == 1.0 and answered.confidence > 0
+    assert answered.unasked == []
+
+
+async def test_the_gated_strategies_say_what_no_passage_said(isolated_data_dir):
+    from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
+    from reflexrag.server.runner import run_question
+    from reflexrag.state import Context
+
+    get_knowledge_base("haymo").add(
+        [SourceDocument("haymo", HAYMO_NOTE, {"title": "Haymo of Faversham"})]
+    )
+    context = Context(kb="haymo", judge_backend="local", generator_backend="local")
+    question = "What language were books translated into during the era of Haymo of Faversham?"
+    said = "the passages I found say nothing about “language”, “books”, “translated”, “era”."
+    for strategy in ("self_rag", "self_crag", "iterative", "adaptive"):
+        result = await run_question(strategy, question, context)
+        assert result.answer_kind == "not_found", (strategy, result.answer, result.stop_reason)
+        assert result.answer.endswith(said), (strategy, result.answer)
+        assert result.to_json()["unasked"] == ["language", "books", "translated", "era"]
+        if strategy == "self_rag":
+            # Its rewrites led with what the question asks before it gave up.
+            rewrites = [e["summary"] for e in result.steps if e["node"] == "transform_query"]
+            assert rewrites and all("which no passage it quoted said" in r for r in rewrites)
+    # Naive RAG has no answer check: it answers with the sentence about Haymo.
+    naive = await run_question("naive", question, context)
+    assert "Franciscan" in naive.answer
 
 
 async def test_the_gated_strategies_say_what_no_passage_mentions(isolated_data_dir):

@@ -333,3 +333,23 @@ def test_a_give_up_names_what_the_question_names_and_no_passage_mentions():
     # The parts of a multi-part question come first: they say more.
     both = not_found_text("q?", {"missing_parts": ["b?"], "unmentioned": ["16"]})
     assert both.endswith("to part of the question: b.")
+
+
+def test_a_give_up_names_the_words_asked_that_no_passage_said():
+    from reflexrag.nodes.rag import not_found_text
+
+    question = "What language were books translated into during the era of Haymo of Faversham?"
+    state = {"unasked": ["language", "books"]}
+    assert not_found_text(question, state) == (
+        "I could not find an answer in the knowledge base: the passages I found say nothing "
+        "about “language”, “books”."
+    )
+    searched = not_found_text(question, {**state, "web_searches": 1})
+    assert searched.startswith("I could not find an answer in the knowledge base or on the web:")
+    assert searched.endswith("say nothing about “language”, “books”.")
+    assert not_found_text("成吉思汗死后，帝国东边是什么海？", {"unasked": ["东边", "海"]}) == (
+        "我在知识库中没有找到答案：找到的段落都没有说到“东边”、“海”。"
+    )
+    # A name no passage mentions says more: it is named instead.
+    both = not_found_text(question, {"unasked": ["language"], "unmentioned": ["Haymo"]})
+    assert both.endswith("no passage I found mentions “Haymo”.")

@@ -100,6 +100,10 @@ class Answer:
     unmentioned: list[str] = field(default_factory=list)
     """What the question names (a name, a figure) that nothing the answer was read from
     mentions (local reader): the answer is about something else. Empty when all is named."""
+    unasked: list[str] = field(default_factory=list)
+    """The question's own words (those no title of the documents read says), as it writes
+    them, when the sentences the answer quotes hold none of them (local reader): the answer
+    is about the question's subject, not about what it asks. Empty otherwise."""
 
 
 class Judge(Protocol):

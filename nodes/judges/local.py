@@ -498,7 +498,7 @@ class ExtractiveGenerator:
         from_span = focus.short
         # Whether the answer is what one sentence says (not a verdict over every document, nor
         # a name counted across them): what the sentence must then say is asked of it.
-        one_sentence = False
+        one_sentence, not_said = False, []
         if focus.kind == "yesno":
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
@@ -589,6 +589,7 @@ class ExtractiveGenerator:
             features["asked"] = round(float(said[0]), 4)
             if says_nothing_asked(features):
                 confidence = round(confidence * UNASKED_FACTOR, 4)
+                not_said = own_words(question, subjects)
         used_ids = list(dict.fromkeys(str(candidates[i][1].id) for i in chosen))
         record(self.backend, "generator", prompt_tokens, count_tokens(text))
         return Answer(
@@ -600,6 +601,7 @@ class ExtractiveGenerator:
             features=features,
             disputed=[] if disputed is None else [candidates[i][0] for i in disputed],
             unmentioned=not_mentioned,
+            unasked=not_said,
         )
 
     def answer_parts(
@@ -1020,6 +1022,20 @@ def in_context(sentence: str, previous: str, title: str) -> str:
         return sentence
     subject = " ".join(dict.fromkeys([*([title] if title else []), *names_in(previous)]))
     return f"{subject}\n{sentence}" if subject else sentence
+
+
+_WORD_RE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+
+
+def own_words(question: str, known: Collection[str]) -> list[str]:
+    """The question's own words (terms ``known``, its subject's as the titles say them, does
+    not hold), as the question writes them: "language", "books", "translated", "era" of
+    "What language were books translated into during the era of Haymo of Faversham?"."""
+    if is_chinese(question):
+        written = [w for w in terms(question, for_search=False) if w not in known]
+    else:
+        written = [w for w in _WORD_RE.findall(question) if (t := terms(w)) and t[0] not in known]
+    return list(dict.fromkeys(written))
 
 
 def says_nothing_asked(features: Mapping[str, float]) -> bool:
