@@ -47,15 +47,15 @@ NOT_FOUND_PART_ANYWHERE = (
 NOT_FOUND_PART_ANYWHERE_ZH = "我在知识库和网络搜索中都没有找到问题这一部分的答案：{parts}"
 # The question names something no passage found mentions: what was found is about another.
 NOT_FOUND_UNMENTIONED = (
-    "I could not find an answer in the knowledge base: no passage I found mentions {names}."
+    "I could not find an answer in the knowledge base: no passage I found mentions {words}."
 )
-NOT_FOUND_UNMENTIONED_ZH = "我在知识库中没有找到答案：找到的段落都没有提到{names}。"
+NOT_FOUND_UNMENTIONED_ZH = "我在知识库中没有找到答案：找到的段落都没有提到{words}。"
 NOT_FOUND_UNMENTIONED_ANYWHERE = (
     "I could not find an answer in the knowledge base or on the web: no passage I found "
-    "mentions {names}."
+    "mentions {words}."
 )
 NOT_FOUND_UNMENTIONED_ANYWHERE_ZH = (
-    "我在知识库和网络搜索中都没有找到答案：找到的段落都没有提到{names}。"
+    "我在知识库和网络搜索中都没有找到答案：找到的段落都没有提到{words}。"
 )
 # The passages found are about the question's subject but say none of what it asks.
 NOT_FOUND_UNASKED = (
@@ -615,6 +615,31 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     }
 
 
+# The words a give-up names, by the state's key, with their templates (English, Chinese, and
+# both when the web was searched too): a name no passage mentions says more than words of the
+# question no passage said, and comes first.
+_NOT_FOUND_WORDS = (
+    (
+        "unmentioned",
+        (
+            NOT_FOUND_UNMENTIONED,
+            NOT_FOUND_UNMENTIONED_ZH,
+            NOT_FOUND_UNMENTIONED_ANYWHERE,
+            NOT_FOUND_UNMENTIONED_ANYWHERE_ZH,
+        ),
+    ),
+    (
+        "unasked",
+        (
+            NOT_FOUND_UNASKED,
+            NOT_FOUND_UNASKED_ZH,
+            NOT_FOUND_UNASKED_ANYWHERE,
+            NOT_FOUND_UNASKED_ANYWHERE_ZH,
+        ),
+    ),
+)
+
+
 def not_found_text(question: str, state: RAGState) -> str:
     """Say the answer was not found (in the knowledge base, or on the web too when the run
     searched it); for a question asking several things of which the latest answer was sure of
@@ -640,22 +665,9 @@ def not_found_text(question: str, state: RAGState) -> str:
         found = NOT_FOUND_DISPUTED_ZH if chinese else NOT_FOUND_DISPUTED
         ours, theirs = (sentence.strip() for sentence in disputed)
         return found.format(ours=ours, theirs=theirs)
-    if unmentioned := state.get("unmentioned"):
-        found = template(
-            NOT_FOUND_UNMENTIONED,
-            NOT_FOUND_UNMENTIONED_ZH,
-            NOT_FOUND_UNMENTIONED_ANYWHERE,
-            NOT_FOUND_UNMENTIONED_ANYWHERE_ZH,
-        )
-        return found.format(names=listed(unmentioned))
-    if unasked := state.get("unasked"):
-        found = template(
-            NOT_FOUND_UNASKED,
-            NOT_FOUND_UNASKED_ZH,
-            NOT_FOUND_UNASKED_ANYWHERE,
-            NOT_FOUND_UNASKED_ANYWHERE_ZH,
-        )
-        return found.format(words=listed(unasked))
+    for key, templates in _NOT_FOUND_WORDS:
+        if words := state.get(key):
+            return template(*templates).format(words=listed(words))
     if web:
         return NOT_FOUND_ANYWHERE_ZH if chinese else NOT_FOUND_ANYWHERE
     return NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER
