@@ -118,8 +118,8 @@ UNMENTIONED_FACTOR = 0.5
 as sure (chosen leave-one-set-out, see the README): with ``min_confidence`` 0.5 the gated
 strategies then look further, and say not found when nothing they find mentions it."""
 UNASKED_FACTOR = 0.5
-"""An answer whose sentence holds none of the question's own words (those no title of the
-documents read says) is about the question's subject, not about what it asks ("Haymo of
+"""An answer whose quoted sentences hold none of the question's own words (those no title of
+the documents read says) is about the question's subject, not about what it asks ("Haymo of
 Faversham was an English Franciscan scholar." for what language books were translated into
 in his era), and at most half as sure. Chosen leave-one-set-out, as ``UNMENTIONED_FACTOR``
 (README)."""
