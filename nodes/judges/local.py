@@ -462,7 +462,8 @@ class ExtractiveGenerator:
         # without answering ("《霸王别姬》是一部1993年的中国电影。" for who directed it).
         subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
         held = [term_set(sentence) for sentence, _ in candidates]
-        asked = asked_coverage(terms(question), subjects, held)
+        question_terms = terms(question)
+        asked = asked_coverage(question_terms, subjects, held)
         weight = ASKED_FLOOR + (1 - ASKED_FLOOR) * asked
         rank = scores + bonus
         ranked = np.argsort(-rank * weight, kind="stable")
@@ -585,7 +586,7 @@ class ExtractiveGenerator:
             # What the answer shows is the quote: the question's own words may be in a
             # sentence quoted beside the best one.
             quoted = frozenset().union(*(held[i] for i in chosen))
-            said = asked_coverage(terms(question), subjects, [quoted])
+            said = asked_coverage(question_terms, subjects, [quoted])
             features["asked"] = round(float(said[0]), 4)
             if says_nothing_asked(features):
                 confidence = round(confidence * UNASKED_FACTOR, 4)
