@@ -1025,9 +1025,6 @@ def in_context(sentence: str, previous: str, title: str) -> str:
     return f"{subject}\n{sentence}" if subject else sentence
 
 
-_WORD_RE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-
-
 def own_words(question: str, known: Collection[str]) -> list[str]:
     """The question's own words (terms ``known``, its subject's as the titles say them, does
     not hold), as the question writes them: "language", "books", "translated", "era" of
@@ -1035,7 +1032,7 @@ def own_words(question: str, known: Collection[str]) -> list[str]:
     if is_chinese(question):
         written = [w for w in terms(question, for_search=False) if w not in known]
     else:
-        written = [w for w in _WORD_RE.findall(question) if (t := terms(w)) and t[0] not in known]
+        written = [w for w in _TOKEN_RE.findall(question) if (t := terms(w)) and t[0] not in known]
     return list(dict.fromkeys(written))
 
 
