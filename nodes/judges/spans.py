@@ -200,6 +200,11 @@ def question_focus(question: str) -> Focus:
         # "show me on a map where ecuador is", "gimme shelter history": a topic, not a fact.
         return Focus("description", question_terms)
     word = first.group(1).lower()
+    if re.fullmatch(_AUXILIARIES, word) and (asked := _QUESTION_WORD_RE.findall(question)):
+        # A question put as a statement asks with its last question word ("The manuscript …
+        # is in the hand of a musician whose godfather is whom?"): the verb before it is
+        # the statement's, and a question word before it opens a relative clause.
+        word = asked[-1].lower()
     return Focus(_EN_KIND.get(word, "thing"), question_terms)
 
 
