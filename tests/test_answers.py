@@ -13,6 +13,7 @@ from reflexrag.nodes.judges.local import (
     question_names,
     question_parts,
     unmentioned,
+    yes_or_no,
 )
 from reflexrag.nodes.judges.rules import unresolved_reference
 from reflexrag.nodes.judges.spans import (
@@ -59,6 +60,13 @@ from tests.flow import FakeEmbeddings
         # What might explain something is an explanation, however many spaces it is typed with.
         ("What  could account for the spread of the virus?", "description"),
         ("What could be the implication of the finding?", "description"),
+        # A question put as a statement asks with its last question word, not the verb
+        # before it nor a relative "whose".
+        ("The manuscript is in the hand of a musician whose godfather is whom?", "person"),
+        (
+            "Her first novel was published by a house founded in 2005, and is based where?",
+            "place",
+        ),
     ],
 )
 def test_the_main_question_word_decides_what_is_asked(question, kind):
@@ -618,3 +626,34 @@ def test_a_name_given_two_ways_is_mentioned_when_either_way_is():
     assert unmentioned("How does Mannanose Binding Lectin (MBL) act?", [passage]) == []
     # Neither way: both are named as missing.
     assert unmentioned("What does Foo Bar (FB) do to HIV-1?", [passage]) == ["Foo", "Bar", "FB"]
+
+
+DIRECTORS = [
+    "Christopher Nolan is an English-American film director, producer and screenwriter.",
+    "Sathish Kalathil is an Indian film and documentary director and producer.",
+]
+MAGAZINES = [
+    "Pick Me Up! is a British weekly women's magazine published by IPC Media.",
+    "Woman's Viewpoint was a women's magazine published in Houston, Texas, from 1923 to 1927.",
+]
+AIRPORTS = [
+    "Watertown International Airport is a county-owned airport in Jefferson County, New York.",
+    "Alexandria International Airport is a public airport in Alexandria, Louisiana.",
+]
+
+
+def test_a_claim_about_both_of_two_names_must_hold_where_each_is_named():
+    verdict, sure = yes_or_no(
+        "Are Christopher Nolan and Sathish Kalathil both film directors?", DIRECTORS
+    )
+    assert verdict == "Yes" and sure > 0.5
+    # "British" is said of Pick Me Up only: it does not make the Woman's Viewpoint British.
+    question = "Are both magazines, the Woman's Viewpoint and Pick Me Up, British magazines?"
+    assert yes_or_no(question, MAGAZINES)[0] == "No"
+    # One of them named nowhere, or a claim that they are alike, leaves the verdict unsure.
+    assert yes_or_no(question, MAGAZINES[:1]) == ("No", 0.5)
+    same = (
+        "Are Watertown International Airport and Alexandria International Airport both"
+        " airports in the same state?"
+    )
+    assert yes_or_no(same, AIRPORTS) == ("No", 0.5)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
+import itertools
 import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
@@ -774,13 +775,59 @@ def weakest_clause(question: str, documents: Sequence[Document]) -> list[str]:
 def yes_or_no(question: str, evidence: Sequence[str]) -> tuple[str, float]:
     """ "Yes" when the evidence covers what the question claims (its content terms), "No"
     when much of the claim is found nowhere in it; with a confidence that grows with the
-    distance from that bar."""
-    share = coverage(terms(question), term_set(" ".join(evidence)))
+    distance from that bar. A claim made of each of several names ("Are X and Y both
+    British?") holds as far as it holds for the least supported of them (see
+    :func:`share_for_each`)."""
+    claim = terms(question)
+    if len(names := joined_names(question)) >= 2 and _BOTH_RE.search(question):
+        share = share_for_each(claim, names, evidence)
+        if share is None or _SAMENESS_RE.search(question):
+            # Nothing to weigh one of them by, or a claim that they are alike (or differ),
+            # which the words they share cannot tell: unsure either way.
+            return ("否" if is_chinese(question) else "No"), 0.5
+    else:
+        share = coverage(claim, term_set(" ".join(evidence)))
     supported = share >= YES_COVERAGE
     confidence = round(min(1.0, 0.5 + abs(share - YES_COVERAGE)), 4)
     if is_chinese(question):
         return ("是" if supported else "否"), confidence
     return ("Yes" if supported else "No"), confidence
+
+
+# What makes a claim hold of each of the names it joins ("Are X and Y both …?", 都).
+_BOTH_RE = re.compile(r"\bboth\b|都", re.I)
+# A claim that they are alike or not.
+_SAMENESS_RE = re.compile(r"\b(?:same|different|identical)\b|相同|一样|一樣|不同", re.I)
+_AND_RE = r"\s*(?:,?\s+and\s+(?:the\s+)?|[和与與及])\s*"
+
+
+def joined_names(question: str) -> list[str]:
+    """The names a question joins with "and": "Christopher Nolan" and "Sathish Kalathil" in
+    "Are Christopher Nolan and Sathish Kalathil both film directors?"."""
+    joined: list[str] = []
+    for first, second in itertools.pairwise(entities(question)):
+        if re.search(f"{re.escape(first)}{_AND_RE}{re.escape(second)}", question):
+            joined += [first, second]
+    return list(dict.fromkeys(joined))
+
+
+def share_for_each(
+    claim: Sequence[str], names: Sequence[str], evidence: Sequence[str]
+) -> float | None:
+    """The least share of what the ``claim`` says of the ``names`` (its words but theirs)
+    that the evidence naming one of them holds: "both British" is told of the Woman's
+    Viewpoint by what is said where it is named, not by a passage calling Pick Me Up
+    British. None when no evidence names one of them."""
+    held = [term_set(text) for text in evidence]
+    named = [term_set(name) for name in names]
+    said_of_them = [t for t in claim if not any(t in own for own in named)]
+    shares = []
+    for own in named:
+        about = [words for words in held if own <= words]
+        if not about:
+            return None
+        shares.append(coverage(said_of_them, frozenset().union(*about)))
+    return min(shares)
 
 
 # A first and a last name ("Sam Altman", "Michael E. Mann", "Sam Bankman-Fried").
