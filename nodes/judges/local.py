@@ -378,7 +378,10 @@ class LocalJudge:
         record(self.backend, "rewriter")
         question_words = keywords(question)
         if kind == "expanded":
-            found = [name for name in entities(draft) if name.lower() not in question.lower()]
+            # Names as a text writes them (a line's first word may start one, none runs on
+            # into the next line), not a question's capitalised words.
+            named = dict.fromkeys(names_in(draft))
+            found = [name for name in named if name.lower() not in question.lower()]
             words = [*found[:3], *missing, *question_words]
         else:
             words = [*missing, *(t for t in question_words if t not in set(missing))]
