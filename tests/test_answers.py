@@ -10,6 +10,7 @@ from reflexrag.nodes.judges.local import (
     ExtractiveGenerator,
     LocalJudge,
     LocalScorer,
+    bridge_hop,
     question_names,
     question_parts,
     unmentioned,
@@ -657,3 +658,42 @@ def test_a_claim_about_both_of_two_names_must_hold_where_each_is_named():
         " airports in the same state?"
     )
     assert yes_or_no(same, AIRPORTS) == ("No", 0.5)
+
+
+@pytest.mark.parametrize(
+    ("question", "clause_question", "about"),
+    [
+        (
+            "Who directed the film that was shot in or around Leland, North Carolina in 1986?",
+            "Which film was shot in or around Leland, North Carolina in 1986?",
+            "Who directed Maximum Overdrive?",
+        ),
+        (
+            "What government position was held by the woman who portrayed Corliss Archer?",
+            "Who portrayed Corliss Archer?",
+            "What government position was held by Maximum Overdrive?",
+        ),
+    ],
+)
+def test_a_subject_named_by_a_relative_clause_is_asked_about_in_two_hops(
+    question, clause_question, about
+):
+    hop = bridge_hop(question)
+    assert hop is not None and hop.clause_question == clause_question
+    assert hop.about("Maximum Overdrive") == about
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "When did Tesla die?",
+        # The clause asks (a question word in it), or the question asks nothing of its
+        # subject but its name.
+        "Who is the man that wrote what?",
+        "What is the name of the virus that causes COVID-19?",
+        "特斯拉是哪一年去世的？",
+    ],
+)
+def test_other_questions_are_read_in_one_hop(question):
+    hop = bridge_hop(question)
+    assert hop is None or not hop.asked

@@ -49,6 +49,42 @@ async def test_extractive_answer_quotes_the_best_sentence_with_its_source():
     assert answer.text in TESLA.page_content
 
 
+LELAND = Document(
+    "Leland is a town in Brunswick County, North Carolina. A number of movies, such as "
+    '"Maximum Overdrive" (1986), "Domestic Disturbance" (2001), and "We\'re the Millers" (2013) '
+    "have been shot in or around Leland.",
+    id="leland#0",
+    metadata={"title": "Leland, North Carolina"},
+)
+OVERDRIVE = Document(
+    "Maximum Overdrive is a 1986 American science fiction horror comedy film written and "
+    "directed by Stephen King. The film stars Emilio Estevez and Pat Hingle.",
+    id="overdrive#0",
+    metadata={"title": "Maximum Overdrive"},
+)
+
+
+async def test_a_subject_named_by_a_relative_clause_is_found_first_then_asked_about():
+    # The sentence about the town names the film, not who directed it: the answer is read in
+    # two hops, quoting both sentences.
+    question = "Who directed the film that was shot in or around Leland, North Carolina in 1986?"
+    generator = ExtractiveGenerator(get_embeddings())
+    answer = await generator.generate(question, [LELAND, OVERDRIVE])
+    assert "Stephen King" in answer.text
+    assert "shot in or around Leland" in answer.quote and "directed by Stephen King" in answer.quote
+    assert set(answer.used_ids) == {"leland#0", "overdrive#0"}
+    # Without the document about the film, the chain breaks and the town's sentence stands;
+    # iterative's next round then asks about the film by its name.
+    alone = await generator.generate(question, [LELAND])
+    assert "Stephen King" not in f"{alone.text} {alone.quote}"
+    judge = LocalJudge(get_embeddings())
+    draft = f"{alone.text}\n{alone.quote}"
+    follow_up = await judge.next_query(question, draft, "expanded", [])
+    assert follow_up == "Who directed Maximum Overdrive?"
+    asked_before = await judge.next_query(question, draft, "expanded", [], [follow_up])
+    assert asked_before != follow_up
+
+
 async def test_regeneration_picks_a_different_sentence():
     generator = ExtractiveGenerator(get_embeddings(), max_sentences=1)
     first = await generator.generate("What year did Tesla die?", [TESLA], attempt=1)

@@ -377,6 +377,13 @@ class LocalJudge:
         got both gold passages for 6/10 vs 5/10 with its other words too.)"""
         record(self.backend, "rewriter")
         question_words = keywords(question)
+        hop = bridge_hop(question)
+        if kind == "expanded" and hop is not None and hop.asked:
+            # The draft names the subject the question describes: ask about it by its name
+            # ("Who directed Maximum Overdrive?"), the next hop, unless that was asked.
+            found = bridge_name(self.scorer, hop, split_sentences(draft))
+            if found is not None and (query := hop.about(found[0])) not in asked:
+                return query
         if kind == "expanded":
             # Names as a text writes them (a line's first word may start one, none runs on
             # into the next line), not a question's capitalised words.
@@ -421,6 +428,60 @@ class ExtractiveGenerator:
         attempt: int = 1,
         background: Sequence[Document] = (),
     ) -> Answer:
+        direct = self.read(question, documents, attempt, background)
+        hop = bridge_hop(question)
+        if hop is None or not direct.text or direct.part_confidences:
+            return direct
+        return self.through_bridge(hop, direct, documents, attempt, background) or direct
+
+    def through_bridge(
+        self,
+        hop: BridgeHop,
+        direct: Answer,
+        documents: Sequence[Document],
+        attempt: int,
+        background: Sequence[Document],
+    ) -> Answer | None:
+        """The answer to a question that names its subject by what it did ("Who directed
+        the film that was shot in Leland in 1986?"), read in two hops: the name the clause
+        describes ("Maximum Overdrive", from the sentence saying which film was shot there),
+        then the question about that name ("Who directed Maximum Overdrive?"), quoting both
+        sentences. None, and the direct reading stands, when the direct answer already says
+        what the question asks of its subject (its words, "directed"), when no name answers
+        the clause, or when the chain (as sure as its less sure hop) is less sure than the
+        direct reading: its sentence is then what the clause describes, not the answer."""
+        said = term_set(f"{direct.text} {direct.quote}")
+        if not hop.asked or hop.asked & said:
+            return None
+        first = self.read(hop.clause_question, documents, 1, background)
+        found = bridge_name(self.scorer, hop, split_sentences(first.quote or first.text))
+        if found is None or first.confidence is None:
+            return None
+        name, sentence = found
+        second = self.read(hop.about(name), documents, attempt, background)
+        if not second.text or second.confidence is None:
+            return None
+        weaker = min(first, second, key=lambda answer: answer.confidence or 0.0)
+        if direct.confidence is not None and (weaker.confidence or 0.0) < direct.confidence:
+            return None
+        chain = [sentence, *split_sentences(second.quote or second.text)]
+        return replace(
+            second,
+            quote=" ".join(dict.fromkeys(chain)),
+            used_ids=list(dict.fromkeys([*first.used_ids, *second.used_ids])),
+            confidence=weaker.confidence,
+            # What the confidence was read from: the less sure hop's.
+            features=weaker.features,
+        )
+
+    def read(
+        self,
+        question: str,
+        documents: Sequence[Document],
+        attempt: int = 1,
+        background: Sequence[Document] = (),
+    ) -> Answer:
+        """The answer one sentence (or a verdict, a shared name, one sentence a part) gives."""
         # Overlapping chunks of one document repeat sentences: each is read once. Headings,
         # questions and sentences that only repeat the question's words are never answers.
         unique: dict[str, tuple[str, Document]] = {}
@@ -835,6 +896,67 @@ def share_for_each(
 
 # A first and a last name ("Sam Altman", "Michael E. Mann", "Sam Bankman-Fried").
 _PERSON_RE = re.compile(r"[A-Z][a-z]+(?:[ -][A-Z]\.)*(?:[ -][A-Z][a-z'’]+)+")
+
+
+class BridgeHop(NamedTuple):
+    """A question that names its subject by a relative clause, read as two questions."""
+
+    main: str
+    """The question up to its subject: "Who directed " of "Who directed the film that …"."""
+    clause_question: str
+    """What names the subject: "Which film was shot in or around Leland … in 1986?"."""
+    asked: frozenset[str]
+    """What the question asks of its subject (the main part's terms but the subject's):
+    {"direct"}."""
+
+    def about(self, name: str) -> str:
+        """The question asked of the subject by its name: "Who directed Maximum Overdrive?"."""
+        return f"{self.main}{name}?"
+
+
+# "Who directed | the film | that | was shot in …?": a question word first, then a subject of
+# at most four words that a relative clause describes.
+_BRIDGE_HOP_RE = re.compile(
+    r"^(?P<main>(?:who|whom|whose|what|which|when|where|how many|how much|in what|in which)\b"
+    r".*?\s)(?:the|a|an)\s+(?P<head>(?:[\w'’-]+\s+){0,3}?[\w'’-]+)\s+(?P<pronoun>that|which|who)"
+    r"\s+(?P<clause>[^?]+?)\s*\??\s*$",
+    re.IGNORECASE,
+)
+
+
+# A question word inside the clause: the clause asks, and does not name the subject.
+_ASKING_RE = re.compile(r"\b(?:who|whom|whose|what|when|where|which|how|why)\b", re.I)
+
+
+def bridge_hop(question: str) -> BridgeHop | None:
+    """The two hops of an English question whose subject is named by a relative clause ("Who
+    directed the film that was shot in Leland in 1986?"); None for any other question."""
+    if is_chinese(question) or not question_focus(question).short:
+        return None
+    match = _BRIDGE_HOP_RE.match(" ".join(question.split()))
+    if match is None or _ASKING_RE.search(match["clause"]):
+        return None
+    head = match["head"]
+    opener = "Who" if match["pronoun"].lower() == "who" else f"Which {head}"
+    asked = term_set(match["main"]) - term_set(head)
+    return BridgeHop(match["main"], f"{opener} {match['clause']}?", asked)
+
+
+def bridge_name(
+    scorer: LocalScorer, hop: BridgeHop, sentences: Sequence[str]
+) -> tuple[str, str] | None:
+    """The name that answers the hop's clause ("Maximum Overdrive" for which film was shot
+    in Leland), from the one of ``sentences`` that best answers it and names one, with that
+    sentence; a name the clause holds is none."""
+    if not sentences:
+        return None
+    question = hop.clause_question
+    scores, _ = scorer.scored(question, list(sentences))
+    for index in np.argsort(-scores, kind="stable"):
+        span = answer_span(question, sentences[index]).text
+        if span and names_in(span) == [span] and span.lower() not in question.lower():
+            return span, sentences[index]
+    return None
 
 
 class SharedName(NamedTuple):
