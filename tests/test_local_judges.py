@@ -85,6 +85,15 @@ async def test_a_subject_named_by_a_relative_clause_is_found_first_then_asked_ab
     assert asked_before != follow_up
 
 
+async def test_the_next_query_takes_the_names_a_draft_writes_whole():
+    # The answer and its quote stand a line apart: no name runs across the line, and a
+    # line's first word ("A") is no name.
+    judge = LocalJudge(get_embeddings())
+    draft = 'Maximum Overdrive\nA number of movies, such as "Maximum Overdrive", were shot there.'
+    query = await judge.next_query("Which films were shot in Leland?", draft, "expanded", [])
+    assert query.startswith("Maximum Overdrive") and "\n" not in query
+
+
 async def test_regeneration_picks_a_different_sentence():
     generator = ExtractiveGenerator(get_embeddings(), max_sentences=1)
     first = await generator.generate("What year did Tesla die?", [TESLA], attempt=1)
