@@ -49,6 +49,7 @@ from reflexrag.nodes.judges.spans import (
     DATE_RE,
     NUMBER_WORDS,
     POSSESSIVE_RE,
+    QUESTION_WORD_RE,
     answer_span,
     defined_term,
     full_name,
@@ -378,7 +379,7 @@ class LocalJudge:
         record(self.backend, "rewriter")
         question_words = keywords(question)
         hop = bridge_hop(question)
-        if kind == "expanded" and hop is not None and hop.asked:
+        if kind == "expanded" and hop is not None:
             # The draft names the subject the question describes: ask about it by its name
             # ("Who directed Maximum Overdrive?"), the next hop, unless that was asked.
             found = bridge_name(self.scorer, hop, split_sentences(draft))
@@ -451,7 +452,7 @@ class ExtractiveGenerator:
         the clause, or when the chain (as sure as its less sure hop) is less sure than the
         direct reading: its sentence is then what the clause describes, not the answer."""
         said = term_set(f"{direct.text} {direct.quote}")
-        if not hop.asked or hop.asked & said:
+        if hop.asked & said:
             return None
         first = self.read(hop.clause_question, documents, 1, background)
         found = bridge_name(self.scorer, hop, split_sentences(first.quote or first.text))
@@ -924,22 +925,20 @@ _BRIDGE_HOP_RE = re.compile(
 )
 
 
-# A question word inside the clause: the clause asks, and does not name the subject.
-_ASKING_RE = re.compile(r"\b(?:who|whom|whose|what|when|where|which|how|why)\b", re.I)
-
-
 def bridge_hop(question: str) -> BridgeHop | None:
     """The two hops of an English question whose subject is named by a relative clause ("Who
-    directed the film that was shot in Leland in 1986?"); None for any other question."""
+    directed the film that was shot in Leland in 1986?"); None for any other question, for
+    one whose clause asks (a question word in it) rather than names the subject, and for one
+    that asks nothing of the subject but its name ("What is the name of the virus that …?")."""
     if is_chinese(question) or not question_focus(question).short:
         return None
     match = _BRIDGE_HOP_RE.match(" ".join(question.split()))
-    if match is None or _ASKING_RE.search(match["clause"]):
+    if match is None or QUESTION_WORD_RE.search(match["clause"]):
         return None
     head = match["head"]
     opener = "Who" if match["pronoun"].lower() == "who" else f"Which {head}"
     asked = term_set(match["main"]) - term_set(head)
-    return BridgeHop(match["main"], f"{opener} {match['clause']}?", asked)
+    return BridgeHop(match["main"], f"{opener} {match['clause']}?", asked) if asked else None
 
 
 def bridge_name(

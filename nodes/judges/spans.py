@@ -82,7 +82,8 @@ _WH_RE = re.compile(
 )
 # "Is it …?", or after a leading phrase: "After the report by The Age …, did TechCrunch …?"
 _YES_NO_RE = re.compile(rf"(?:^\s*|[,;]\s+)(?:{_AUXILIARIES})\b", re.IGNORECASE)
-_QUESTION_WORD_RE = re.compile(rf"\b(?:{_QUESTION_WORDS})\b", re.IGNORECASE)
+# A question word anywhere in a text ("who", "which", …).
+QUESTION_WORD_RE = re.compile(rf"\b(?:{_QUESTION_WORDS})\b", re.IGNORECASE)
 _ZH_KINDS = (
     (
         "date",
@@ -189,7 +190,7 @@ def question_focus(question: str) -> Focus:
         return Focus("number", question_terms)
     if _DATE_NOUN_RE.search(question):
         return Focus("date", question_terms)
-    if (auxiliary := _YES_NO_RE.search(question)) and not _QUESTION_WORD_RE.search(
+    if (auxiliary := _YES_NO_RE.search(question)) and not QUESTION_WORD_RE.search(
         question, 0, auxiliary.start()
     ):
         return Focus("yesno", question_terms)
@@ -200,7 +201,7 @@ def question_focus(question: str) -> Focus:
         # "show me on a map where ecuador is", "gimme shelter history": a topic, not a fact.
         return Focus("description", question_terms)
     word = first.group(1).lower()
-    if re.fullmatch(_AUXILIARIES, word) and (asked := _QUESTION_WORD_RE.findall(question)):
+    if re.fullmatch(_AUXILIARIES, word) and (asked := QUESTION_WORD_RE.findall(question)):
         # A question put as a statement asks with its last question word ("The manuscript …
         # is in the hand of a musician whose godfather is whom?"): the verb before it is
         # the statement's, and a question word before it opens a relative clause.
