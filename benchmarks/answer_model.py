@@ -3,7 +3,7 @@
 ``dump`` reads every question of each set with what naive RAG reads (its corpus in a
 throw-away knowledge base, the top 4 hybrid chunks) and writes, per question, the reader's
 features with two labels: does the quoted sentence give the answer, and does the short span.
-``fit`` then fits the two logistic models on all sets but one and reports, on the one left
+``fit`` then fits the logistic models on all sets but one and reports, on the one left
 out, how well they rank and how well they are calibrated, and what answering only over 0.5
 would score in truthfulness against always answering and always abstaining; each set is left
 out in turn. Every set weighs the same in a fit, whatever its size. Last it fits on every set
@@ -42,6 +42,7 @@ from reflexrag.nodes.judges import answer_model, local
 from reflexrag.nodes.judges.answer_model import (
     ANSWER_FEATURES,
     MODEL_FILE,
+    SENTENCE_FEATURES,
     SPAN_FEATURES,
     SPAN_PRECISION,
     AnswerModels,
@@ -126,11 +127,19 @@ def span_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [row for row in rows if row["answers"] and "span_score" in row["features"]]
 
 
+def sentence_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Questions one sentence answered, chosen among several: what the sentence model learns
+    from."""
+    return [row for row in rows if "lead" in row["features"]]
+
+
 def fit_models(rows: list[dict[str, Any]]) -> AnswerModels:
+    chosen = sentence_rows(rows)
     return AnswerModels(
         fit_logistic(rows, ANSWER_FEATURES, "answers"),
         fit_logistic(span_rows(rows), SPAN_FEATURES, "span"),
         fit_span_bar(rows),
+        fit_logistic(chosen, SENTENCE_FEATURES, "answers") if chosen else None,
     )
 
 
@@ -184,7 +193,7 @@ def gated_probability(
     """P(the answer is right) as the reader gates on it: lowered by each rule of
     :data:`DISCOUNTS` that applies to the row, by the factor ``factors`` gives that rule or
     else by the reader's own."""
-    sure = models.answers.probability(row["features"])
+    sure = models.sureness(row["features"])
     for rule, constant in DISCOUNTS.items():
         if row.get(rule):
             sure *= (factors or {}).get(rule, getattr(local, constant))
@@ -213,7 +222,7 @@ def truthfulness(
 
 
 def report_fold(name: str, held: list[dict[str, Any]], models: AnswerModels) -> dict[str, Any]:
-    p = [models.answers.probability(row["features"]) for row in held]
+    p = [models.sureness(row["features"]) for row in held]
     labels = [row["answers"] for row in held]
     spans = span_rows(held)
     answered = [row for row in held if gated_probability(row, models) >= 0.5]
@@ -313,6 +322,7 @@ def to_json(models: AnswerModels) -> dict[str, Any]:
         "answers": models.answers.to_json(),
         "span": models.span.to_json(),
         "span_bar": models.span_bar,
+        "sentence": models.sentence.to_json() if models.sentence is not None else None,
     }
 
 

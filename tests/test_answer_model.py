@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 
@@ -13,8 +14,10 @@ from reflexrag.benchmarks import answer_model as fitting
 from reflexrag.nodes.judges import answer_model, local
 from reflexrag.nodes.judges.answer_model import (
     ANSWER_FEATURES,
+    SENTENCE_FEATURES,
     SPAN_FEATURES,
     SPAN_PRECISION,
+    AnswerModels,
     Logistic,
     answer_models,
     load_models,
@@ -62,6 +65,91 @@ def test_fitting_learns_the_signal_and_weighs_every_set_the_same():
     assert answered and all(answered)
 
 
+def test_fitting_learns_how_far_a_sentence_leads_from_the_sentences_chosen_among_others():
+    def with_span(rows: list[dict]) -> list[dict]:
+        spans = [*_span_rows("spans", 20, signal=True)]
+        return [*rows, *(row | {"answerable": True} for row in spans)]
+
+    rows = []
+    for name in ("a", "b", "c"):
+        for row in _rows(name, 40, 0.0):
+            # The sentences that answer lead the rest clearly; the others barely.
+            lead = 0.3 if row["answers"] else 0.02
+            rows.append(row | {"features": row["features"] | {"lead": lead}})
+    # A verdict or a counted name has no lead: only the answers model reads it.
+    rows += _rows("d", 20, 0.0)
+    models = fitting.fit_models(with_span(rows))
+    assert models.sentence is not None and models.sentence.features == SENTENCE_FEATURES
+    assert models.sentence.weights[SENTENCE_FEATURES.index("lead")] > 0
+    reread = load_models(fitting.to_json(models)).sentence
+    sure = {"match": 0.7, "cosine": 0.2, "lead": 0.3}
+    assert reread.probability(sure) == pytest.approx(models.sentence.probability(sure), abs=1e-4)
+    no_lead = with_span(_rows("a", 20, 0.0) + _rows("b", 20, 0.0))
+    assert fitting.fit_models(no_lead).sentence is None
+
+
+def test_an_answer_chosen_among_sentences_is_as_sure_as_the_sentence_model_says():
+    answers = Logistic(("match",), (1.0,), 0.0, (0.5,), (1.0,))
+    sentence = Logistic(("match", "lead"), (1.0, 5.0), 0.0, (0.5, 0.0), (1.0, 1.0))
+    models = AnswerModels(answers, answers, None, sentence)
+    assert models.sureness({"match": 0.5}) == pytest.approx(0.5)
+    assert models.sureness({"match": 0.5, "lead": 0.2}) == pytest.approx(1 / (1 + math.exp(-1)))
+    assert models.sureness({"match": 0.5, "lead": -0.2}) < 0.5
+    # A models file fitted before the sentence model reads every answer with ``answers``.
+    older = fitting.to_json(models)
+    del older["sentence"]
+    assert load_models(older).sentence is None
+    assert load_models(older).sureness({"match": 0.5, "lead": 0.2}) == pytest.approx(0.5)
+
+
+def test_a_sentence_leads_the_best_one_it_does_not_quote():
+    order = np.array([0.9, 0.6, 0.85, 0.3])
+    matches = order.copy()
+    # The best quoted with the one close behind it: it leads the best of the rest, 0.6.
+    assert local.sentence_lead(order, matches, [0, 2], 0) == pytest.approx(0.3)
+    # A regeneration reads past the rejected best: it stands behind it.
+    assert local.sentence_lead(order, matches, [1], 1) == pytest.approx(-0.3)
+    # Nothing passed over, nothing to lead.
+    assert local.sentence_lead(order, matches, [0, 1, 2, 3], 0) is None
+    # Two sentences that both fill the scale (all of the question's words, a meaning past the
+    # cosine's ceiling) are not known to tie: their lead is not known.
+    full = np.array([1.0, 0.6, 1.0, 0.3])
+    assert local.sentence_lead(full, full, [0], 0) is None
+    assert local.sentence_lead(full, full, [0, 2], 0) == pytest.approx(0.4)
+
+
+async def test_a_sentence_barely_ahead_of_a_rival_is_less_sure_than_one_far_ahead():
+    answer = "Nikola Tesla died on 7 January 1943 in New York City."
+    unrelated = Document(
+        "The library opens at ten on Saturdays. Loans last three weeks.",
+        id="library#0",
+        metadata={"title": "library"},
+    )
+    rival = Document(
+        "Nikola Tesla died poor in New York City, his papers say.",
+        id="papers#0",
+        metadata={"title": "papers"},
+    )
+    note = Document(answer, id="note#0", metadata={"title": "Tesla"})
+    generator = ExtractiveGenerator(get_embeddings())
+    alone = await generator.generate("When did Tesla die?", [note, unrelated])
+    contested = await generator.generate("When did Tesla die?", [note, rival])
+    assert alone.text == contested.text == answer
+    # Same sentence, same match to the question: only the lead differs, and with it the
+    # confidence.
+    assert alone.features["match"] == contested.features["match"]
+    assert contested.features["lead"] < alone.features["lead"]
+    assert contested.confidence < alone.confidence
+
+
+def test_the_shipped_sentence_model_trusts_a_clearer_lead_more():
+    models = answer_models()
+    assert models.sentence is not None and models.sentence.features == SENTENCE_FEATURES
+    close = models.sureness({"match": 0.7, "cosine": 0.7, "lead": 0.01})
+    clear = models.sureness({"match": 0.7, "cosine": 0.7, "lead": 0.3})
+    assert close < clear
+
+
 def test_the_shipped_models_read_their_features_and_trust_a_better_match_more():
     models = answer_models()
     assert models is not None, "nodes/judges/answer_model.json is shipped"
@@ -104,7 +192,7 @@ async def test_a_span_the_reader_is_not_sure_of_gives_way_to_its_sentence(monkey
     when = await generator.generate("When did Tesla die?", [note])
     assert when.text == "He died on 7 January 1943 in New York." and when.quote == ""
     assert "span_probability" in when.features
-    assert when.confidence == pytest.approx(shipped.answers.probability(when.features), abs=1e-4)
+    assert when.confidence == pytest.approx(shipped.sureness(when.features), abs=1e-4)
     # A span model sure of this span gives it, quoting its sentence; one that is not, not.
     probability = when.features["span_probability"]
     for bar, expected in (
@@ -147,8 +235,6 @@ def test_the_span_bar_is_the_lowest_at_which_held_out_spans_were_nearly_always_r
 def test_the_sweep_chooses_the_mildest_best_factor_and_reads_stress_sets_by_fold(
     monkeypatch, rule, flagged
 ):
-    from reflexrag.nodes.judges.answer_model import AnswerModels
-
     # P ≥ 0.5 exactly when match ≥ 0.5: a sure answer (match 0.8, P 0.95) halved is unsure.
     sure = Logistic(("match",), (10.0,), 0.0, (0.5,), (1.0,))
     monkeypatch.setattr(fitting, "fit_models", lambda rows: AnswerModels(sure, sure, None))

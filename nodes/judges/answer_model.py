@@ -3,13 +3,18 @@ learned on held-out-style data instead of set by hand.
 
 The local reader picks the sentence that best matches a question; whether that sentence
 *answers* it, or is merely on topic, is told by signals combined: how well it matches the
-question in meaning and in words; whether its short span is the thing asked for. Two
-logistic models weigh them (``answer_model.json``, fitted leave-one-set-out over the shared
-sets by ``python -m reflexrag.benchmarks.answer_model``):
+question in meaning and in words; how clearly it beats the other sentences it was chosen
+from; whether its short span is the thing asked for. Logistic models weigh them
+(``answer_model.json``, fitted leave-one-set-out over the shared sets by
+``python -m reflexrag.benchmarks.answer_model``):
 
-- ``answers``: P(the quoted sentence gives the answer). It is the answer's ``confidence``;
+- ``answers``: P(the answer is right), for every answer. It is the answer's ``confidence``;
   since a right answer scores +1 and a wrong one -1, answering is worth more than abstaining
   exactly when it is over 0.5, which is why ``min_confidence`` defaults there.
+- ``sentence``: the same probability for an answer one sentence gives, chosen among several,
+  which also reads that sentence's ``lead`` over the best one it does not quote. A verdict
+  over every document, a name counted across them or an answer in parts has no such lead:
+  the ``answers`` model reads those.
 - ``span``: P(the short span gives the answer, when the sentence does). The short span is
   the answer only over the model's ``span_bar``, otherwise the sentences the reader quotes
   are: a short answer is given only when the reader is sure of it. The bar is fitted too:
@@ -36,6 +41,14 @@ and left out: the question's words weighted by their rarity among the retrieved 
 names and numbers found, the margin over the best sentence of another document, the kind of
 answer asked for, the language, and agreement with the question's negation (already in
 ``match``) each lowered the held-out ranking of some set or changed nothing (README)."""
+
+SENTENCE_FEATURES = (*ANSWER_FEATURES, "lead")
+"""What the ``sentence`` model reads; ``lead`` is the quoted sentence's lead, in the reader's
+ranking, over the best sentence it does not quote (see :func:`local.sentence_lead`). Which
+sentence answers is the reader's own uncertainty, apart from whether any does: a sentence far
+ahead of the rest is the one its words and meaning point to, one barely ahead shares the
+question's words with others. Held out it ranks right answers above wrong ones better than
+match and meaning alone on four of the five shared sets (README)."""
 
 SPAN_FEATURES = (
     "span_kind_found",
@@ -102,6 +115,17 @@ class AnswerModels:
     span: Logistic
     span_bar: float | None = None
     """The span model's probability from which the short span is the answer; None: never."""
+    sentence: Logistic | None = None
+    """The ``sentence`` model; None (a file fitted before it) leaves every answer to
+    ``answers``."""
+
+    def sureness(self, features: dict[str, float]) -> float:
+        """P(the answer these features describe is right): from the ``sentence`` model when
+        the answer is one sentence chosen among several (its features hold a ``lead``), else
+        from the ``answers`` model."""
+        if self.sentence is not None and "lead" in features:
+            return self.sentence.probability(features)
+        return self.answers.probability(features)
 
     def gives_span(self, features: dict[str, float]) -> bool:
         """Whether the short span these features describe is sure enough to be the answer."""
@@ -134,4 +158,5 @@ def load_models(data: dict[str, Any]) -> AnswerModels:
         Logistic.from_json(data["answers"]),
         Logistic.from_json(data["span"]),
         None if data.get("span_bar") is None else float(data["span_bar"]),
+        Logistic.from_json(data["sentence"]) if data.get("sentence") else None,
     )

@@ -630,11 +630,16 @@ class ExtractiveGenerator:
         # (Its meaning read under the document's title as well measured worse held out: the
         # best strategy's truthfulness, averaged over the five sets, 0.423 against 0.433.)
         features = answer_features(confidence, cosines[stands_on])
+        # How clearly the reader chose this sentence over the others: the sentence model reads
+        # it, since picking the wrong one of several on-topic sentences is a doubt of its own.
+        lead = sentence_lead(rank * weight, scores, chosen, stands_on) if one_sentence else None
+        if lead is not None:
+            features["lead"] = lead
         from_span = from_span and text != candidates[stands_on][0]
         if from_span:
             features.update(span_features(question, text, span.score))
         if (models := answer_models()) is not None:
-            confidence = round(models.answers.probability(features), 4)
+            confidence = round(models.sureness(features), 4)
             if from_span:
                 features["span_probability"] = round(models.span.probability(features), 4)
                 if not models.gives_span(features):
@@ -710,11 +715,7 @@ class ExtractiveGenerator:
             if not has_kind(kind, sentence) or not same_polarity(part, sentence):
                 match *= MISSING_KIND_FACTOR
             features = answer_features(match, part_cosines[best])
-            sure = (
-                match
-                if (models := answer_models()) is None
-                else models.answers.probability(features)
-            )
+            sure = match if (models := answer_models()) is None else models.sureness(features)
             chosen.append(best)
             sureness.append((sure, features))
         quoted = sorted(set(chosen))
@@ -1211,6 +1212,24 @@ def says_nothing_asked(features: Mapping[str, float]) -> bool:
     """Whether the one sentence an answer stands on holds none of the question's own words
     (``asked``, recorded by the reader for such answers: see ``UNASKED_FACTOR``)."""
     return features.get("asked", 1.0) == 0.0
+
+
+def sentence_lead(
+    order: np.ndarray, matches: np.ndarray, quoted: Collection[int], sentence: int
+) -> float | None:
+    """How far ``sentence`` stands ahead, in the reader's ranking ``order``, of the best
+    sentence not ``quoted`` (below zero when behind it: a regeneration reads past the
+    sentences already rejected). None when every sentence is quoted, as nothing was passed
+    over, and when both sentences fill the scale of their ``matches`` to the question (every
+    word of it, a meaning past the cosine's ceiling): nothing the reader measures tells them
+    apart then, so how far one leads is not known (a zero would say they tie)."""
+    passed_over = [i for i in range(len(order)) if i not in quoted]
+    if not passed_over:
+        return None
+    rival = max(passed_over, key=lambda i: order[i])
+    if min(matches[sentence], matches[rival]) >= 1.0:
+        return None
+    return round(float(order[sentence] - order[rival]), 4)
 
 
 def answer_features(match: float, cosine: float) -> dict[str, float]:
