@@ -3,6 +3,7 @@
 import pytest
 from langchain_core.documents import Document
 
+from reflexrag.nodes.judges import local
 from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge
 from reflexrag.providers.embeddings import get_embeddings
 
@@ -77,6 +78,12 @@ async def test_a_subject_named_by_a_relative_clause_is_found_first_then_asked_ab
     # iterative's next round then asks about the film by its name.
     alone = await generator.generate(question, [LELAND])
     assert "Stephen King" not in f"{alone.text} {alone.quote}"
+    # It names the film and says nothing of who directed it: half as sure as the sentence
+    # read alone, and "directed" is what the next rewrite looks for.
+    read_alone = generator.read(question, [LELAND])
+    assert alone.text == read_alone.text
+    assert alone.confidence == pytest.approx(read_alone.confidence * local.UNASKED_FACTOR, abs=1e-4)
+    assert alone.unasked == ["directed"]
     judge = LocalJudge(get_embeddings())
     draft = f"{alone.text}\n{alone.quote}"
     follow_up = await judge.next_query(question, draft, "expanded", [])

@@ -433,6 +433,14 @@ class ExtractiveGenerator:
         hop = bridge_hop(question)
         if hop is None or not direct.text or direct.part_confidences:
             return direct
+        if hop.asked & term_set(f"{direct.text} {direct.quote}"):
+            return direct  # it says what the question asks of its subject ("directed")
+        # Otherwise it names the subject the clause describes ("Maximum Overdrive" for the film
+        # shot in Leland) and says nothing of what is asked of it: as unsure as a sentence
+        # holding none of a question's own words (UNASKED_FACTOR), unless the two hops read
+        # through.
+        sure = None if direct.confidence is None else round(direct.confidence * UNASKED_FACTOR, 4)
+        direct = replace(direct, confidence=sure, unasked=own_words(hop.main, ()))
         return self.through_bridge(hop, direct, documents, attempt, background) or direct
 
     def through_bridge(
@@ -447,21 +455,19 @@ class ExtractiveGenerator:
         the film that was shot in Leland in 1986?"), read in two hops: the name the clause
         describes ("Maximum Overdrive", from the sentence saying which film was shot there),
         then the question about that name ("Who directed Maximum Overdrive?"), quoting both
-        sentences. None, and the direct reading stands, when the direct answer already says
-        what the question asks of its subject (its words, "directed"), when no name answers
-        the clause, or when the chain (as sure as its less sure hop) is less sure than the
-        direct reading: its sentence is then what the clause describes, not the answer."""
-        said = term_set(f"{direct.text} {direct.quote}")
-        if hop.asked & said:
-            return None
+        sentences. Read only when the direct answer does not say what the question asks of
+        its subject (its words, "directed"). None when no name answers the clause, when the
+        second hop does not say it either, or when the chain (as sure as its less sure hop) is
+        less sure than the direct reading."""
         first = self.read(hop.clause_question, documents, 1, background)
         found = bridge_name(self.scorer, hop, split_sentences(first.quote or first.text))
         if found is None or first.confidence is None:
             return None
         name, sentence = found
         second = self.read(hop.about(name), documents, attempt, background)
-        if not second.text or second.confidence is None:
-            return None
+        said = term_set(f"{second.text} {second.quote}")
+        if not second.text or second.confidence is None or not hop.asked & said:
+            return None  # the second hop says no more of what is asked than the first
         weaker = min(first, second, key=lambda answer: answer.confidence or 0.0)
         if direct.confidence is not None and (weaker.confidence or 0.0) < direct.confidence:
             return None
