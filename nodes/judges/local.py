@@ -433,8 +433,8 @@ class ExtractiveGenerator:
         hop = bridge_hop(question)
         if hop is None or not direct.text or direct.part_confidences:
             return direct
-        if hop.asked & term_set(f"{direct.text} {direct.quote}"):
-            return direct  # it says what the question asks of its subject ("directed")
+        if hop.said_by(direct):
+            return direct
         # Otherwise it names the subject the clause describes ("Maximum Overdrive" for the film
         # shot in Leland) and says nothing of what is asked of it: as unsure as a sentence
         # holding none of a question's own words (UNASKED_FACTOR), unless the two hops read
@@ -465,8 +465,7 @@ class ExtractiveGenerator:
             return None
         name, sentence = found
         second = self.read(hop.about(name), documents, attempt, background)
-        said = term_set(f"{second.text} {second.quote}")
-        if not second.text or second.confidence is None or not hop.asked & said:
+        if not second.text or second.confidence is None or not hop.said_by(second):
             return None  # the second hop says no more of what is asked than the first
         weaker = min(first, second, key=lambda answer: answer.confidence or 0.0)
         if direct.confidence is not None and (weaker.confidence or 0.0) < direct.confidence:
@@ -538,7 +537,9 @@ class ExtractiveGenerator:
         asked = asked_coverage(question_terms, subjects, held)
         weight = ASKED_FLOOR + (1 - ASKED_FLOOR) * asked
         rank = scores + bonus
-        ranked = np.argsort(-rank * weight, kind="stable")
+        # The reader's order: the match, with the kind's bonus, weighed by the asked words.
+        order = rank * weight
+        ranked = np.argsort(-order, kind="stable")
         # A regeneration must not repeat the rejected answer: skip the sentences used before.
         ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
         best = ranked[0]
@@ -638,7 +639,7 @@ class ExtractiveGenerator:
         features = answer_features(confidence, cosines[stands_on])
         # How clearly the reader chose this sentence over the others: the sentence model reads
         # it, since picking the wrong one of several on-topic sentences is a doubt of its own.
-        lead = sentence_lead(rank * weight, scores, chosen, stands_on) if one_sentence else None
+        lead = sentence_lead(order, scores, chosen, stands_on) if one_sentence else None
         if lead is not None:
             features["lead"] = lead
         from_span = from_span and text != candidates[stands_on][0]
@@ -920,6 +921,10 @@ class BridgeHop(NamedTuple):
     def about(self, name: str) -> str:
         """The question asked of the subject by its name: "Who directed Maximum Overdrive?"."""
         return f"{self.main}{name}?"
+
+    def said_by(self, answer: Answer) -> bool:
+        """Whether ``answer`` (its text or quote) says what is asked of the subject."""
+        return bool(self.asked & term_set(f"{answer.text} {answer.quote}"))
 
 
 # "Who directed | the film | that | was shot in …?": a question word first, then a subject of
