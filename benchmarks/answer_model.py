@@ -65,7 +65,7 @@ async def dump_set(name: str, qa: Path, corpus: Path, directory: Path) -> list[d
     rows = []
     for item in load_qa(qa):
         documents = await asyncio.to_thread(kb.search, item.question, TOP_K, "hybrid")
-        answer = await generator.generate(item.question, documents, 1, documents)
+        answer = await generator.generate(item.question, documents, (), documents)
         shown = f"{answer.text} {answer.quote}".strip()
         answers = item.answerable and holds_gold(item, shown)
         rows.append(

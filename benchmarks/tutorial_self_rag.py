@@ -56,8 +56,9 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
     documents = [d for d in graded_documents(state) if d.id in wanted]
     with metered() as meter:
         generator = await generator_for(context_of(runtime))
+        # Every answer before was turned down: a local reader stands on other sentences.
         answer = await generator.generate(
-            state["original_question"], documents, state.get("generation_attempts", 0) + 1
+            state["original_question"], documents, state.get("stood_on") or []
         )
     used = set(answer.used_ids)
     return {
@@ -66,6 +67,7 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
         "confidence": answer.confidence,
         "answer_kind": answer.kind,
         "sources": [to_source(d) for d in documents if str(d.id) in used],
+        "stood_on": answer.stands_on,
         "generation_attempts": state.get("generation_attempts", 0) + 1,
         "usage": meter.counts,
         "steps": step("generate", answer.kind),

@@ -234,6 +234,7 @@ _FRESH_QUESTION: dict[str, Any] = {
     "disputed": [],
     "unmentioned": [],
     "unasked": [],
+    "stood_on": RESET,
     "grounding": None,
     "useful": None,
     "retrieval_attempts": 0,
@@ -427,18 +428,18 @@ async def answer_from(
     generator: Generator | None = None,
 ) -> dict[str, Any]:
     """Generate an answer from ``documents`` (reading every chunk retrieved beside them) and
-    cite the ones it used. With ``retry``, a second generation is told it is one (the
-    extractive generator then avoids the sentences it quoted before); a draft over new
-    evidence is a first attempt again. ``generator``: the one that chose ``documents``, if
-    the caller has it."""
+    cite the ones it used. With ``retry``, the answers given before were rejected: the new
+    one stands on none of the sentences they stood on. ``generator``: the one that chose
+    ``documents``, if the caller has it."""
     question = original_question(state)
     attempt = state.get("generation_attempts", 0) + 1
+    rejected = (state.get("stood_on") or []) if retry else []
     with metered() as meter:
         generator = generator or await generator_for(context)
         answer = await generator.generate(
             question,
             documents,
-            attempt if retry else 1,
+            rejected,
             background_context(state) if documents else [],
         )
     text, kind = answer.text, answer.kind
@@ -447,16 +448,26 @@ async def answer_from(
         text, kind = NO_RETRIEVAL_LOCAL_ANSWER.format(reason=reason), "no_retrieval"
     grades = state.get("doc_grades") or {}
     used = [doc for doc in documents if str(doc.id) in set(answer.used_ids)]
+    # With no sentence left that a rejected answer did not stand on, what those answers
+    # showed missing (words no passage said, a part not found) still stands for a give-up.
+    shown = (
+        {}
+        if rejected and not text
+        else {
+            "missing_parts": missing_parts(answer, context.min_confidence),
+            "disputed": answer.disputed,
+            "unmentioned": answer.unmentioned,
+            "unasked": answer.unasked,
+        }
+    )
     return {
+        **shown,
         "generation": text,
         "quote": answer.quote,
         "confidence": answer_confidence(answer, used, grades),
         "answer_kind": kind,
         "sources": [to_source(doc, grades.get(doc.id, {}).get("score")) for doc in used],
-        "missing_parts": missing_parts(answer, context.min_confidence),
-        "disputed": answer.disputed,
-        "unmentioned": answer.unmentioned,
-        "unasked": answer.unasked,
+        "stood_on": answer.stands_on if retry else [],
         "generation_attempts": attempt,
         "usage": meter.counts,
     }
@@ -482,23 +493,31 @@ def answer_confidence(
 
 
 async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Write (or, locally, extract) an answer from the relevant documents. Only an answer
-    judged ungrounded is retried as such (a new answer, not the rejected one); after a new
-    retrieval the generator starts afresh."""
+    """Write (or, locally, extract) an answer from the relevant documents. Coming back here
+    means the judges rejected the answer before (ungrounded, not useful or not sure enough),
+    so the new one reads past the sentences the rejected ones stood on, over the old evidence
+    and the new alike: the same evidence read afresh would only give the same answer."""
     context = context_of(runtime)
     generator = await generator_for(context)
     documents = (
         generation_context(state, context, generator) if state.get("needs_retrieval", True) else []
     )
-    retry = state.get("grounding") == "none"
-    update = await answer_from(state, context, documents, retry, generator)
+    update = await answer_from(state, context, documents, True, generator)
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
-    return {**update, "steps": step("generate", f"{summary} from {len(documents)} chunks")}
+    summary += f" from {len(documents)} chunks"
+    if turned_down := len(state.get("stood_on") or []):
+        summary += f", past {turned_down} sentence{'s' * (turned_down > 1)} of rejected answers"
+    return {**update, "steps": step("generate", summary)}
 
 
 async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Check the answer is grounded in its documents, then that it answers the question."""
     context = context_of(runtime)
+    if not state.get("generation"):
+        # Nothing was said (no sentence left that a rejected answer did not stand on): there
+        # is nothing to check, and nothing to regenerate from this evidence.
+        summary = "no answer to check: nothing read that was not rejected before"
+        return {"grounding": None, "useful": False, "steps": step("grade_generation", summary)}
     judge = await judge_for(context)
     # The answer is checked against what its generator read; a written answer against the
     # passages it cites (its claims must hold there), which also spares the judge re-reading

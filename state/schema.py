@@ -198,6 +198,10 @@ class RAGState(TypedDict, total=False):
     """The question's own words (those no title says) when the sentences the latest answer
     quotes hold none of them: that answer is about the subject, not about what is asked, and
     a give-up says which words no passage said."""
+    stood_on: Annotated[list[str], append_items]
+    """The sentences this question's answers stood on (local reader), in order. Every answer
+    but the latest was rejected (else the run would have ended), so a new one reads past
+    them all: the loop never gives an answer its judges turned down again."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

@@ -139,7 +139,7 @@ class FirstStripGenerator:
     def __init__(self) -> None:
         self.background: list[str] = []
 
-    async def generate(self, question, documents, attempt=1, background=()):
+    async def generate(self, question, documents, rejected=(), background=()):
         self.background = [doc.metadata["doc_id"] for doc in background]
         return Answer(documents[0].page_content, "extractive", [str(documents[0].id)])
 

@@ -120,7 +120,7 @@ class ReadingGenerator:
         self.quotable: list[str] = []
         self.read: list[str] = []
 
-    async def generate(self, question, documents, attempt=1, background=()):
+    async def generate(self, question, documents, rejected=(), background=()):
         self.quotable = [str(doc.id) for doc in documents]
         self.read = [str(doc.id) for doc in background]
         return Answer(documents[0].page_content, "extractive", [str(documents[0].id)])

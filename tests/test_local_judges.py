@@ -101,11 +101,16 @@ async def test_the_next_query_takes_the_names_a_draft_writes_whole():
     assert query.startswith("Maximum Overdrive") and "\n" not in query
 
 
-async def test_regeneration_picks_a_different_sentence():
+async def test_regeneration_stands_on_no_rejected_sentence():
     generator = ExtractiveGenerator(get_embeddings(), max_sentences=1)
-    first = await generator.generate("What year did Tesla die?", [TESLA], attempt=1)
-    second = await generator.generate("What year did Tesla die?", [TESLA], attempt=2)
-    assert first.text != second.text
+    first = await generator.generate("What year did Tesla die?", [TESLA])
+    assert len(first.stands_on) == 1 and first.stands_on[0] in TESLA.page_content
+    second = await generator.generate("What year did Tesla die?", [TESLA], first.stands_on)
+    assert second.text and second.stands_on != first.stands_on
+    assert first.stands_on[0] not in (second.quote or second.text)
+    rejected = [*first.stands_on, *second.stands_on]
+    third = await generator.generate("What year did Tesla die?", [TESLA], rejected)
+    assert not set(third.stands_on) & set(rejected)
 
 
 async def test_grounding_tells_quoted_from_invented_text():

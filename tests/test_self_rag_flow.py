@@ -84,6 +84,62 @@ async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeyp
     assert state["stop_reason"] == "answered" and state["query_rewrites"] == 1
 
 
+class RecordingReader:
+    """The local extractive reader (words only), recording what each call was told to read
+    past."""
+
+    backend, reports_confidence, reads_first_retrieval = "local", True, True
+
+    def __init__(self) -> None:
+        from reflexrag.nodes.judges.local import ExtractiveGenerator
+        from tests.flow import FakeEmbeddings
+
+        self.reader = ExtractiveGenerator(FakeEmbeddings())
+        self.rejected: list[list[str]] = []
+
+    async def generate(self, question, documents, rejected=(), background=()):
+        self.rejected.append(list(rejected))
+        return await self.reader.generate(question, documents, rejected, background)
+
+
+async def test_an_answer_turned_down_is_not_given_again_over_the_same_evidence(
+    flow_kb, monkeypatch
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+
+    # The first answer is judged not useful; the rewrite fetches the same three chunks. The
+    # reader, told what the first answer stood on, answers from another sentence.
+    grader = [ROUTE_YES, YES, YES, YES, FULLY, NO, "Tesla death", FULLY, YES]
+    context = scripted(monkeypatch, grader, [], top_k=3, min_confidence=0.0)
+    reader = RecordingReader()
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    first, second = state["stood_on"]
+    assert first == "Nikola Tesla died on 7 January 1943 in New York."
+    assert reader.rejected == [[], [first]]
+    assert second != first and first not in state["generation"]
+    drafts = [entry["summary"] for entry in state["steps"] if entry["node"] == "generate"]
+    assert drafts[1].endswith("past 1 sentence of rejected answers")
+    assert state["stop_reason"] == "answered" and state["generation_attempts"] == 2
+
+
+async def test_with_every_sentence_turned_down_nothing_is_checked_and_the_loop_looks_further(
+    flow_kb, monkeypatch
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+
+    # One chunk of one sentence, turned down: the next reading of it has nothing left to say,
+    # which is not sent to the judges (the script has no reply for it) and is no answer.
+    grader = [ROUTE_YES, YES, FULLY, NO, "Tesla death"]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1, min_confidence=0.0)
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: RecordingReader())
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    checks = [entry["summary"] for entry in state["steps"] if entry["node"] == "grade_generation"]
+    assert checks[1].startswith("no answer to check")
+    assert state["stop_reason"] == "max_retrieval_attempts"
+    assert state["answer_kind"] == "not_found"
+
+
 async def test_a_useful_answer_less_sure_than_the_run_asks_looks_further(flow_kb, monkeypatch):
     # The chunk is relevant but scored 0.4, so the answer citing it is 0.4 sure: under
     # min_confidence 0.5 the loop rewrites the query while it may, then says not found.
@@ -262,7 +318,7 @@ class TwoPartReader:
 
     backend, reports_confidence, reads_first_retrieval = "fake", True, False
 
-    async def generate(self, question, documents, attempt, background=()):
+    async def generate(self, question, documents, rejected=(), background=()):
         from reflexrag.nodes.judges import Answer
 
         parts = {"When did Tesla die?": 0.9, "where was he buried?": 0.2}

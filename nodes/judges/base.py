@@ -104,6 +104,10 @@ class Answer:
     """The question's own words (those no title of the documents read says), as it writes
     them, when the sentences the answer quotes hold none of them (local reader): the answer
     is about the question's subject, not about what it asks. Empty otherwise."""
+    stands_on: list[str] = field(default_factory=list)
+    """The sentences the answer stands on (local reader): the one it is read from, or one a
+    part. Empty for a verdict or a name counted across documents, which no one sentence
+    gives, and for a written answer."""
 
 
 class Judge(Protocol):
@@ -196,11 +200,13 @@ class Generator(Protocol):
         self,
         question: str,
         documents: Sequence[Document],
-        attempt: int,
+        rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
-        """Answer from ``documents``. ``background`` holds documents the answer is not
-        quoted from but whose facts may count (every chunk the run retrieved)."""
+        """Answer from ``documents``. ``rejected``: sentences that answers the judges turned
+        down stood on (their ``stands_on``); the answer must stand on others. ``background``
+        holds documents the answer is not quoted from but whose facts may count (every chunk
+        the run retrieved)."""
         ...
 
 

@@ -618,9 +618,10 @@ class LLMGenerator:
         self,
         question: str,
         documents: Sequence[Document],
-        attempt: int = 1,
+        rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
+        # A written answer stands on no one sentence, so nothing is ``rejected`` for it.
         # The model reads only ``documents``: the chunks the judges kept (CRAG's refined
         # knowledge, Yan et al. 2024); the background would bring back what they left out.
         if documents:

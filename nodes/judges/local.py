@@ -426,10 +426,10 @@ class ExtractiveGenerator:
         self,
         question: str,
         documents: Sequence[Document],
-        attempt: int = 1,
+        rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
-        direct = self.read(question, documents, attempt, background)
+        direct = self.read(question, documents, rejected, background)
         hop = bridge_hop(question)
         if hop is None or not direct.text or direct.part_confidences:
             return direct
@@ -441,14 +441,14 @@ class ExtractiveGenerator:
         # through.
         sure = None if direct.confidence is None else round(direct.confidence * UNASKED_FACTOR, 4)
         direct = replace(direct, confidence=sure, unasked=own_words(hop.main, ()))
-        return self.through_bridge(hop, direct, documents, attempt, background) or direct
+        return self.through_bridge(hop, direct, documents, rejected, background) or direct
 
     def through_bridge(
         self,
         hop: BridgeHop,
         direct: Answer,
         documents: Sequence[Document],
-        attempt: int,
+        rejected: Sequence[str],
         background: Sequence[Document],
     ) -> Answer | None:
         """The answer to a question that names its subject by what it did ("Who directed
@@ -459,12 +459,12 @@ class ExtractiveGenerator:
         its subject (its words, "directed"). None when no name answers the clause, when the
         second hop does not say it either, or when the chain (as sure as its less sure hop) is
         less sure than the direct reading."""
-        first = self.read(hop.clause_question, documents, 1, background)
+        first = self.read(hop.clause_question, documents, (), background)
         found = bridge_name(self.scorer, hop, split_sentences(first.quote or first.text))
         if found is None or first.confidence is None:
             return None
         name, sentence = found
-        second = self.read(hop.about(name), documents, attempt, background)
+        second = self.read(hop.about(name), documents, rejected, background)
         if not second.text or second.confidence is None or not hop.said_by(second):
             return None  # the second hop says no more of what is asked than the first
         weaker = min(first, second, key=lambda answer: answer.confidence or 0.0)
@@ -484,10 +484,11 @@ class ExtractiveGenerator:
         self,
         question: str,
         documents: Sequence[Document],
-        attempt: int = 1,
+        rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
-        """The answer one sentence (or a verdict, a shared name, one sentence a part) gives."""
+        """The answer one sentence (or a verdict, a shared name, one sentence a part) gives,
+        standing on none of the ``rejected`` sentences."""
         # Overlapping chunks of one document repeat sentences: each is read once. Headings,
         # questions and sentences that only repeat the question's words are never answers.
         unique: dict[str, tuple[str, Document]] = {}
@@ -539,9 +540,16 @@ class ExtractiveGenerator:
         rank = scores + bonus
         # The reader's order: the match, with the kind's bonus, weighed by the asked words.
         order = rank * weight
-        ranked = np.argsort(-order, kind="stable")
-        # A regeneration must not repeat the rejected answer: skip the sentences used before.
-        ranked = ranked[attempt - 1 :] if len(ranked) >= attempt else ranked
+        every = np.argsort(-order, kind="stable")
+        # A sentence a rejected answer stood on is not read again: the next best answers, as
+        # it would over the evidence without it. It still counts as evidence: against another
+        # source's value for the same statement, or as a sentence naming a shared name.
+        turned_down = {sentence_key(sentence) for sentence in rejected}
+        passed = [index for index, key in enumerate(keys) if key in turned_down]
+        ranked = every[~np.isin(every, passed)]
+        if not len(ranked):
+            record(self.backend, "generator", prompt_tokens)
+            return Answer("", "extractive")
         best = ranked[0]
         chosen = [best]
         for index in ranked[1 : self.max_sentences]:
@@ -555,6 +563,7 @@ class ExtractiveGenerator:
             if (
                 index is not None
                 and index not in chosen
+                and index not in passed
                 and rank[index] >= CONTEXT_BAR * rank[best]
             ):
                 chosen.append(index)
@@ -590,7 +599,7 @@ class ExtractiveGenerator:
             # (Choosing among the most shared names by clause support instead measured
             # worse: a company and its founder are named in the same passages.)
             text, from_span = shared.name, False
-            naming = [i for i in ranked if shared.mention in candidates[i][0]]
+            naming = [i for i in every if shared.mention in candidates[i][0]]
             # The name was chosen by counting documents, not by this ranking: it is quoted
             # from the sentence naming it that best answers a part of the question (the
             # question ties several together), and is as sure as that sentence.
@@ -609,7 +618,7 @@ class ExtractiveGenerator:
             # answered by its own sentence, and the answer is only as sure as its least sure
             # part. (After the shared name: "Who is the individual whose trial …, and who was
             # likened to …?" asks for one person, the same one twice.)
-            answer = self.answer_parts(parts, candidates, readings, scores, attempt, subjects, held)
+            answer = self.answer_parts(parts, candidates, readings, scores, passed, subjects, held)
             record(self.backend, "generator", prompt_tokens, count_tokens(answer.text))
             if not_mentioned := unmentioned(question, read):
                 sure = round(float(answer.confidence or 0.0) * UNMENTIONED_FACTOR, 4)
@@ -628,7 +637,7 @@ class ExtractiveGenerator:
         # Another document making the same statement with another value where the answer
         # stands: the knowledge base disagrees with itself, and either may be the wrong copy.
         disputed = (
-            disputed_statement(focus.kind, [best, *chosen], ranked, candidates)
+            disputed_statement(focus.kind, [best, *chosen], every, candidates)
             if from_span
             else None
         )
@@ -681,6 +690,7 @@ class ExtractiveGenerator:
             disputed=[] if disputed is None else [candidates[i][0] for i in disputed],
             unmentioned=not_mentioned,
             unasked=not_said,
+            stands_on=[candidates[stands_on][0]] if one_sentence else [],
         )
 
     def answer_parts(
@@ -689,7 +699,7 @@ class ExtractiveGenerator:
         candidates: Sequence[tuple[str, Document]],
         readings: Sequence[str],
         scores: np.ndarray,
-        attempt: int,
+        passed: Collection[int],
         subjects: set[str],
         held: Sequence[frozenset[str]],
     ) -> Answer:
@@ -716,7 +726,8 @@ class ExtractiveGenerator:
             within = within * (PART_WORDS_FLOOR + (1 - PART_WORDS_FLOOR) * asked)
             bonus = np.array([KIND_BONUS if has_kind(kind, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
-            best = int(ranked[attempt - 1] if len(ranked) >= attempt else ranked[0])
+            # A sentence a rejected answer stood on answers no part again, while others do.
+            best = int(next((i for i in ranked if i not in passed), ranked[0]))
             sentence = candidates[best][0]
             match = float(self.support(part, [readings[best]], part_scores[[best]])[0])
             if not has_kind(kind, sentence) or not same_polarity(part, sentence):
@@ -736,6 +747,7 @@ class ExtractiveGenerator:
             part_confidences={
                 part: round(float(sure), 4) for part, (sure, _) in zip(parts, sureness, strict=True)
             },
+            stands_on=[candidates[i][0] for i in quoted],
         )
 
     def support(self, question: str, sentences: list[str], matches: np.ndarray) -> np.ndarray:
