@@ -286,7 +286,9 @@ def coverage(query_terms: Iterable[str], text_terms: frozenset[str]) -> float:
 
     Longer terms count more: a shared name says more than a shared two-letter word.
     """
-    distinct = set(query_terms)
+    # In the query's order, not a set's: a float sum in hash order differs in its last
+    # digits from one run to the next, and so would every score built on it.
+    distinct = dict.fromkeys(query_terms)
     if not distinct:
         return 0.0
     total = sum(_term_weight(term) for term in distinct)

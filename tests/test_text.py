@@ -44,3 +44,28 @@ def test_keywords_drop_question_words_in_both_languages():
 def test_language_detection():
     assert is_chinese("什么是自我反思检索增强？")
     assert not is_chinese("What is Self-RAG?")
+
+
+def test_coverage_is_the_same_float_in_every_process():
+    # Summed in a set's order, the share came out 0.36842105263157887, …89 or …88 by the
+    # process's hash seed, and every score built on it with it.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from reflexrag.providers.text import coverage;"
+        "print(repr(coverage(['prevalence', 'coronavirus', 'oc43', 'community', 'samples',"
+        " 'ilorin', 'nigeria', 'in', 'of'], frozenset({'prevalence', 'oc43', 'nigeria'}))))"
+    )
+    shares = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(1, 6)
+    }
+    assert len(shares) == 1, shares
