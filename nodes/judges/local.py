@@ -510,7 +510,12 @@ class ExtractiveGenerator:
         keys = list(unique)
         at = {place[key]: index for index, key in enumerate(keys)}
         prompt_tokens = count_tokens(question) + sum(count_tokens(s) for s, _ in candidates)
-        if not candidates:
+        # A sentence a rejected answer stood on is not read again: the next best answers, as
+        # it would over the evidence without it. It still counts as evidence: against another
+        # source's value for the same statement, or as a sentence naming a shared name.
+        turned_down = {sentence_key(sentence) for sentence in rejected}
+        passed = [index for index, key in enumerate(keys) if key in turned_down]
+        if len(passed) == len(candidates):  # nothing, or nothing not rejected, to read
             record(self.backend, "generator", prompt_tokens)
             return Answer("", "extractive")
         # A sentence that opens the document a definition question names is read under the
@@ -541,15 +546,7 @@ class ExtractiveGenerator:
         # The reader's order: the match, with the kind's bonus, weighed by the asked words.
         order = rank * weight
         every = np.argsort(-order, kind="stable")
-        # A sentence a rejected answer stood on is not read again: the next best answers, as
-        # it would over the evidence without it. It still counts as evidence: against another
-        # source's value for the same statement, or as a sentence naming a shared name.
-        turned_down = {sentence_key(sentence) for sentence in rejected}
-        passed = [index for index, key in enumerate(keys) if key in turned_down]
         ranked = every[~np.isin(every, passed)]
-        if not len(ranked):
-            record(self.backend, "generator", prompt_tokens)
-            return Answer("", "extractive")
         best = ranked[0]
         chosen = [best]
         for index in ranked[1 : self.max_sentences]:
