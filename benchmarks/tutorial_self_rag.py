@@ -56,7 +56,8 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
     documents = [d for d in graded_documents(state) if d.id in wanted]
     with metered() as meter:
         generator = await generator_for(context_of(runtime))
-        # Every answer before was turned down: a local reader stands on other sentences.
+        # Every answer before was turned down: a local reader stands on other sentences, and
+        # a model is asked the same prompt again, as the tutorial asks it.
         answer = await generator.generate(
             state["original_question"], documents, state.get("stood_on") or []
         )
@@ -67,7 +68,7 @@ async def tutorial_generate(state: RAGState, runtime: Runtime[Context]) -> dict[
         "confidence": answer.confidence,
         "answer_kind": answer.kind,
         "sources": [to_source(d) for d in documents if str(d.id) in used],
-        "stood_on": answer.stands_on,
+        "stood_on": answer.stands_on if answer.kind == "extractive" else [],
         "generation_attempts": state.get("generation_attempts", 0) + 1,
         "usage": meter.counts,
         "steps": step("generate", answer.kind),

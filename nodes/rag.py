@@ -495,8 +495,9 @@ def answer_confidence(
 async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Write (or, locally, extract) an answer from the relevant documents. Coming back here
     means the judges rejected the answer before (ungrounded, not useful or not sure enough),
-    so the new one reads past the sentences the rejected ones stood on, over the old evidence
-    and the new alike: the same evidence read afresh would only give the same answer."""
+    so the new one stands on nothing the rejected ones stood on (sentences, or a deterministic
+    model's prompt), over the old evidence and the new alike: the same evidence read afresh
+    would only give the same answer."""
     context = context_of(runtime)
     generator = await generator_for(context)
     documents = (
@@ -505,8 +506,10 @@ async def generate(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]
     update = await answer_from(state, context, documents, True, generator)
     summary = f"{update['answer_kind']} answer #{update['generation_attempts']}"
     summary += f" from {len(documents)} chunks"
-    if turned_down := len(state.get("stood_on") or []):
-        summary += f", past {turned_down} sentence{'s' * (turned_down > 1)} of rejected answers"
+    if turned_down := state.get("generation_attempts", 0):
+        summary += f", past what {turned_down} rejected answer{'s' * (turned_down > 1)} stood on"
+        if not update["generation"]:
+            summary += ": nothing new to answer"
     return {**update, "steps": step("generate", summary)}
 
 
@@ -516,7 +519,7 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     if not state.get("generation"):
         # Nothing was said (no sentence left that a rejected answer did not stand on): there
         # is nothing to check, and nothing to regenerate from this evidence.
-        summary = "no answer to check: nothing read that was not rejected before"
+        summary = "no answer to check: this evidence gives nothing that was not rejected before"
         return {"grounding": None, "useful": False, "steps": step("grade_generation", summary)}
     judge = await judge_for(context)
     # The answer is checked against what its generator read; a written answer against the

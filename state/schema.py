@@ -199,9 +199,10 @@ class RAGState(TypedDict, total=False):
     quotes hold none of them: that answer is about the subject, not about what is asked, and
     a give-up says which words no passage said."""
     stood_on: Annotated[list[str], append_items]
-    """The sentences this question's answers stood on (local reader), in order. Every answer
-    but the latest was rejected (else the run would have ended), so a new one reads past
-    them all: the loop never gives an answer its judges turned down again."""
+    """What this question's answers stood on, in order (``Answer.stands_on``: sentences for
+    the local reader, a prompt's digest for a temperature-0 model). Every answer but the
+    latest was rejected (else the run would have ended), so a new one stands on none of
+    them: the loop never gives, nor pays for, an answer its judges turned down again."""
     grounding: Grounding
     useful: bool
     retrieval_attempts: int

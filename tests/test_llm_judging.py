@@ -378,3 +378,26 @@ def test_the_llm_backends_load_language_data_before_a_node_reads_text(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['1']"
+
+
+def test_a_writer_is_taken_as_deterministic_only_at_temperature_0():
+    from langchain_openai import ChatOpenAI
+
+    def writer(**settings):
+        return ChatOpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", **settings)
+
+    assert LLMGenerator(writer(temperature=0)).deterministic
+    assert not LLMGenerator(writer(temperature=0.7)).deterministic
+    # A model that does not say (a fake, a wrapped runnable) is asked again, as before.
+    assert not LLMGenerator(GenericFakeChatModel(messages=iter([]))).deterministic
+
+
+async def test_a_deterministic_writer_answers_nothing_to_a_prompt_it_was_rejected_on():
+    writer = GenericFakeChatModel(messages=iter([AIMessage("1943 [1]"), AIMessage("1943 [1]")]))
+    generator = LLMGenerator(writer, deterministic=True)
+    first = await generator.generate("When did Tesla die?", DOCS[:1])
+    again = await generator.generate("When did Tesla die?", DOCS[:1], first.stands_on)
+    assert first.text == "1943 [1]" and again.text == "" and again.used_ids == []
+    # Other evidence is another prompt: the model is asked.
+    other = await generator.generate("When did Tesla die?", DOCS[:2], first.stands_on)
+    assert other.text == "1943 [1]" and other.stands_on != first.stands_on

@@ -7,6 +7,8 @@ how many judge calls every branch makes.
 from __future__ import annotations
 
 import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 
 from reflexrag.graphs.naive import graph as naive_graph
 from reflexrag.graphs.self_rag import graph as self_rag_graph
@@ -119,7 +121,7 @@ async def test_an_answer_turned_down_is_not_given_again_over_the_same_evidence(
     assert reader.rejected == [[], [first]]
     assert second != first and first not in state["generation"]
     drafts = [entry["summary"] for entry in state["steps"] if entry["node"] == "generate"]
-    assert drafts[1].endswith("past 1 sentence of rejected answers")
+    assert drafts[1].endswith("past what 1 rejected answer stood on")
     assert state["stop_reason"] == "answered" and state["generation_attempts"] == 2
 
 
@@ -136,6 +138,8 @@ async def test_with_every_sentence_turned_down_nothing_is_checked_and_the_loop_l
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     checks = [entry["summary"] for entry in state["steps"] if entry["node"] == "grade_generation"]
     assert checks[1].startswith("no answer to check")
+    drafts = [entry["summary"] for entry in state["steps"] if entry["node"] == "generate"]
+    assert drafts[1].endswith("stood on: nothing new to answer")
     assert state["stop_reason"] == "max_retrieval_attempts"
     assert state["answer_kind"] == "not_found"
 
@@ -193,6 +197,39 @@ async def test_a_loop_that_gives_up_says_not_found_unless_best_effort_is_asked_f
     context = scripted(monkeypatch, [ROUTE_YES, NO, FULLY, NO], ["1943 [1]"], **limits)
     state = await self_rag_graph.ainvoke(question, context=context)
     assert state["answer_kind"] == "not_found", "an answer the usefulness judge rejected"
+
+
+async def test_a_temperature_0_model_is_not_asked_again_what_it_answered_wrongly(
+    flow_kb, monkeypatch
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+    from reflexrag.nodes.judges.llm import LLMGenerator
+
+    # A model that writes the same answer to the same prompt wrote an ungrounded one. Asking
+    # it again would buy the same answer: the loop rewrites the query instead, and as the
+    # rewrite fetches the same three chunks the prompt is still the same, so the model is
+    # never called again (the generator's script holds one reply) and the run gives up.
+    grader = [ROUTE_YES, YES, YES, YES, UNGROUNDED, "Tesla death"]
+    context = scripted(monkeypatch, grader, [], top_k=3, max_query_rewrites=1)
+    writer = GenericFakeChatModel(messages=iter([AIMessage("He was born in 1856 [1].")]))
+    generator = LLMGenerator(writer, deterministic=True)
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: generator)
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state)[4:] == [
+        "grade_generation",
+        "generate",
+        "grade_generation",
+        "transform_query",
+        "retrieve",
+        "grade_documents",
+        "generate",
+        "grade_generation",
+        "give_up",
+    ]
+    assert state["usage"]["llm.generator"] == 1
+    assert state["stood_on"][0].startswith("prompt sha256:")
+    assert state["answer_kind"] == "not_found"
+    assert "1856" not in state["generation"]
 
 
 async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeypatch):

@@ -105,9 +105,10 @@ class Answer:
     them, when the sentences the answer quotes hold none of them (local reader): the answer
     is about the question's subject, not about what it asks. Empty otherwise."""
     stands_on: list[str] = field(default_factory=list)
-    """The sentences the answer stands on (local reader): the one it is read from, or one a
-    part. Empty for a verdict or a name counted across documents, which no one sentence
-    gives, and for a written answer."""
+    """What the answer stands on, which a rejected answer's successor must not stand on again:
+    for the local reader the sentence it is read from, or one a part (empty for a verdict or
+    a name counted across documents, which no one sentence gives); for a model that writes the
+    same answer to the same prompt, that prompt's digest. Empty for a sampling model."""
 
 
 class Judge(Protocol):
@@ -203,10 +204,10 @@ class Generator(Protocol):
         rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
-        """Answer from ``documents``. ``rejected``: sentences that answers the judges turned
-        down stood on (their ``stands_on``); the answer must stand on others. ``background``
-        holds documents the answer is not quoted from but whose facts may count (every chunk
-        the run retrieved)."""
+        """Answer from ``documents``. ``rejected``: what answers the judges turned down stood
+        on (their ``stands_on``); the answer must stand on something else, or be empty.
+        ``background`` holds documents the answer is not quoted from but whose facts may count
+        (every chunk the run retrieved)."""
         ...
 
 

@@ -19,6 +19,7 @@ model reads only the uncertain ones.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -605,14 +606,23 @@ def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
 
 
 class LLMGenerator:
-    """Writes a cited answer with a chat model; its tokens stream to ``messages`` listeners."""
+    """Writes a cited answer with a chat model; its tokens stream to ``messages`` listeners.
+
+    A model that writes the same answer to the same prompt (temperature 0) stands on its
+    prompt: asked again with a prompt a rejected answer was written from, it returns no answer
+    instead of paying for the rejected one again, word for word. The loop then rewrites the
+    query or gives up, as when the local reader has no sentence left. A model sampling at a
+    higher temperature, or one whose temperature is unknown, is asked again."""
 
     backend = "llm"
     reports_confidence = False
     reads_first_retrieval = False
 
-    def __init__(self, model: BaseChatModel) -> None:
+    def __init__(self, model: BaseChatModel, deterministic: bool | None = None) -> None:
         self.model = model
+        self.deterministic = (
+            getattr(model, "temperature", None) == 0 if deterministic is None else deterministic
+        )
 
     async def generate(
         self,
@@ -621,15 +631,24 @@ class LLMGenerator:
         rejected: Sequence[str] = (),
         background: Sequence[Document] = (),
     ) -> Answer:
-        # A written answer stands on no one sentence, so nothing is ``rejected`` for it.
         # The model reads only ``documents``: the chunks the judges kept (CRAG's refined
         # knowledge, Yan et al. 2024); the background would bring back what they left out.
         if documents:
             prompt = prompts.GENERATE_PROMPT.format(context=_numbered(documents), question=question)
         else:
             prompt = prompts.DIRECT_ANSWER_PROMPT.format(question=question)
+        kind = "generative" if documents else "no_retrieval"
+        written_from = [prompt_fingerprint(prompt)] if self.deterministic else []
+        if written_from and written_from[0] in rejected:
+            return Answer("", kind)
         reply = await call_model(self.model, [HumanMessage(prompt)], {})
         record(self.backend, "generator", *_usage(reply, prompt))
         text = _text(reply).strip()
-        kind = "generative" if documents else "no_retrieval"
-        return Answer(text, kind, [str(doc.id) for doc in cited_documents(text, documents)])
+        used = [str(doc.id) for doc in cited_documents(text, documents)]
+        return Answer(text, kind, used, stands_on=written_from)
+
+
+def prompt_fingerprint(prompt: str) -> str:
+    """What a written answer stands on: the prompt it was written from, as a digest (the
+    state keeps what every rejected answer stood on; a prompt is thousands of characters)."""
+    return "prompt sha256:" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
