@@ -517,8 +517,9 @@ async def grade_generation(state: RAGState, runtime: Runtime[Context]) -> dict[s
     """Check the answer is grounded in its documents, then that it answers the question."""
     context = context_of(runtime)
     if not state.get("generation"):
-        # Nothing was said (no sentence left that a rejected answer did not stand on): there
-        # is nothing to check, and nothing to regenerate from this evidence.
+        # Nothing was said (no sentence left that a rejected answer did not stand on, or the
+        # very prompt a deterministic model's rejected answer came from): there is nothing to
+        # check, and nothing to regenerate from this evidence.
         summary = "no answer to check: this evidence gives nothing that was not rejected before"
         return {"grounding": None, "useful": False, "steps": step("grade_generation", summary)}
     judge = await judge_for(context)
