@@ -429,8 +429,8 @@ async def answer_from(
 ) -> dict[str, Any]:
     """Generate an answer from ``documents`` (reading every chunk retrieved beside them) and
     cite the ones it used. With ``retry``, the answers given before were rejected: the new
-    one stands on none of the sentences they stood on. ``generator``: the one that chose
-    ``documents``, if the caller has it."""
+    one stands on nothing they stood on (a sentence, a deterministic model's prompt).
+    ``generator``: the one that chose ``documents``, if the caller has it."""
     question = original_question(state)
     attempt = state.get("generation_attempts", 0) + 1
     rejected = (state.get("stood_on") or []) if retry else []
@@ -448,8 +448,9 @@ async def answer_from(
         text, kind = NO_RETRIEVAL_LOCAL_ANSWER.format(reason=reason), "no_retrieval"
     grades = state.get("doc_grades") or {}
     used = [doc for doc in documents if str(doc.id) in set(answer.used_ids)]
-    # With no sentence left that a rejected answer did not stand on, what those answers
-    # showed missing (words no passage said, a part not found) still stands for a give-up.
+    # With nothing new to answer (every sentence, or the very prompt, was a rejected answer's),
+    # what those answers showed missing (words no passage said, a part not found) still
+    # stands for a give-up.
     shown = (
         {}
         if rejected and not text
