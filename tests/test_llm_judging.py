@@ -30,6 +30,7 @@ from reflexrag.nodes.judges.llm import (
     _refused,
     cited_documents,
     parse_verdict,
+    supporting_window,
 )
 from reflexrag.nodes.judges.local import RELEVANCE_THRESHOLD
 from reflexrag.nodes.judges.usage import metered
@@ -258,6 +259,35 @@ async def test_grounded_and_useful_in_one_call_when_batched():
         grade = await LLMJudge(grader, mode="batched").grade_answer("q", "a", DOCS[:1])
     assert grade.grounding.level == "fully" and grade.usefulness.useful
     assert meter.counts["llm.grader"] == 1
+
+
+TESLA = Document(
+    "Nikola Tesla was born in Smiljan. He moved to the United States in 1884. "
+    "Tesla worked for Edison for a short time. He died in New York City in January 1943.",
+    id="tesla",
+)
+
+
+async def test_an_answer_is_checked_against_the_sentences_its_words_come_from():
+    grader = model('{"level": "fully", "answers_question": "yes"}')
+    answer = "Tesla died in New York City in 1943 [1]."
+    await LLMJudge(grader, mode="cascade", local=object()).grade_answer(
+        "Where did Tesla die?", answer, [TESLA]
+    )
+    prompt = grader.calls[0]["prompt"]
+    facts = prompt.split("Facts:\n")[1].split("\n\nQuestion:")[0]
+    # The sentence with the place and year, and one naming Tesla; not the move in 1884.
+    assert facts.startswith("[1] ") and facts.count(" … ") == 1
+    assert "He died in New York City in January 1943." in facts and "Tesla" in facts
+    assert "1884" not in facts
+
+
+def test_a_window_is_the_whole_passage_when_the_answer_shares_nothing_or_needs_all_of_it():
+    assert supporting_window("I could not find it.", TESLA) is TESLA
+    everything = "Smiljan, United States 1884, Edison, New York 1943."
+    assert supporting_window(everything, TESLA) is TESLA
+    window = supporting_window("1943年去世", Document("特斯拉是发明家。他于1943年去世。"))
+    assert window.page_content == "他于1943年去世。"
 
 
 async def test_calls_in_flight_are_capped(monkeypatch):

@@ -54,7 +54,7 @@ from reflexrag.nodes.judges.rules import (
 from reflexrag.nodes.judges.usage import record, tally
 from reflexrag.providers.models import UnsupportedRequestError, call_model
 from reflexrag.providers.settings import get_settings
-from reflexrag.providers.text import count_tokens, coverage, term_set, terms
+from reflexrag.providers.text import count_tokens, coverage, split_sentences, term_set, terms
 from reflexrag.state import QueryKind
 
 NOSTREAM = {"tags": ["nostream"]}
@@ -480,8 +480,12 @@ class LLMJudge:
     ) -> AnswerGrade:
         if self.mode == "per_call":
             return await grounded_then_useful(self, question, answer, documents, quote)
+        said = f"{answer} {quote}".strip()
+        # The facts shown are the sentences the answer's words come from, not whole passages:
+        # what the check needs, in fewer tokens.
+        facts = [supporting_window(said, doc) for doc in documents]
         prompt = prompts.ANSWER_GRADER_PROMPT.format(
-            documents=_numbered(documents), question=question, answer=f"{answer} {quote}".strip()
+            documents=_numbered(facts), question=question, answer=said
         )
         verdict = await self._verdict(prompt, AnswerVerdict, "grader")
         grounding = _grounding(verdict)
@@ -603,6 +607,30 @@ def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
         return []
     ranked = sorted(held, key=lambda pair: -pair[0])
     return [doc for share, doc in ranked if share >= best * NEAR_BEST_SOURCE][:MAX_UNCITED_SOURCES]
+
+
+def supporting_window(text: str, document: Document) -> Document:
+    """The sentences of ``document`` that ``text``'s words come from, in the passage's order
+    and joined by " … ": a greedy cover of the text's terms, each time the sentence holding
+    most of those not yet held, until no sentence adds one. The whole passage when the text
+    shares no term with it or the cover takes every sentence."""
+    wanted = set(terms(_CITATION_RE.sub(" ", text)))
+    sentences = split_sentences(document.page_content)
+    held = [term_set(sentence) for sentence in sentences]
+    chosen: set[int] = set()
+    while wanted:
+        best = max(range(len(held)), key=lambda n: len(wanted & held[n]), default=0)
+        if not held or not wanted & held[best]:
+            break
+        chosen.add(best)
+        wanted -= held[best]
+    if not chosen or len(chosen) == len(sentences):
+        return document
+    window = " … ".join(sentences[n] for n in sorted(chosen))
+    return Document(window, id=document.id, metadata=document.metadata)
+
+
+_CITATION_RE = re.compile(r"\[\d+\]")
 
 
 class LLMGenerator:
