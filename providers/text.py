@@ -159,6 +159,15 @@ def split_sentences(text: str) -> list[str]:
     return [sentence for line in unwrapped_lines(text) for sentence in _split_line(line)]
 
 
+_CITATION_RE = re.compile(r"\s*\[\d+\]")
+
+
+def without_citations(text: str) -> str:
+    """The text without citation markers ("… in 1943 [1]."): a written answer's pointers to
+    its passages, not words of what it claims."""
+    return _CITATION_RE.sub("", text)
+
+
 def sentence_key(sentence: str) -> str:
     """What makes two sentences the same: overlapping chunks of one document repeat some."""
     return " ".join(sentence.lower().split())

@@ -121,6 +121,17 @@ async def test_grounding_tells_quoted_from_invented_text():
     assert invented.level == "none"
 
 
+async def test_a_written_answers_citation_markers_are_not_graded_as_claims():
+    # A model's answer checked by the local judge: "[1]" points at a passage, and a passage
+    # holding no "1" does not make it less grounded.
+    judge = LocalJudge(get_embeddings())
+    died = Document("Tesla died on 7 January 1943.", id="d")
+    cited = await judge.grade_grounding("Tesla died on 7 January 1943. [1]", [died])
+    inline = await judge.grade_grounding("Tesla died in January 1943 [2].", [died])
+    assert (cited.level, cited.score) == ("fully", 1.0)
+    assert (inline.level, inline.score) == ("fully", 1.0)
+
+
 async def test_usefulness_checks_the_answer_type():
     judge = LocalJudge(get_embeddings())
     dated = await judge.grade_usefulness("When did Tesla die?", "Tesla died on 7 January 1943.")

@@ -54,7 +54,14 @@ from reflexrag.nodes.judges.rules import (
 from reflexrag.nodes.judges.usage import record, tally
 from reflexrag.providers.models import UnsupportedRequestError, call_model
 from reflexrag.providers.settings import get_settings
-from reflexrag.providers.text import count_tokens, coverage, split_sentences, term_set, terms
+from reflexrag.providers.text import (
+    count_tokens,
+    coverage,
+    split_sentences,
+    term_set,
+    terms,
+    without_citations,
+)
 from reflexrag.state import QueryKind
 
 NOSTREAM = {"tags": ["nostream"]}
@@ -614,7 +621,7 @@ def supporting_window(text: str, document: Document) -> Document:
     and joined by " … ": a greedy cover of the text's terms, each time the sentence holding
     most of those not yet held, until no sentence adds one. The whole passage when the text
     shares no term with it or the cover takes every sentence."""
-    wanted = set(terms(_CITATION_RE.sub(" ", text)))
+    wanted = set(terms(without_citations(text)))
     sentences = split_sentences(document.page_content)
     held = [term_set(sentence) for sentence in sentences]
     chosen: set[int] = set()
@@ -628,9 +635,6 @@ def supporting_window(text: str, document: Document) -> Document:
         return document
     window = " … ".join(sentences[n] for n in sorted(chosen))
     return Document(window, id=document.id, metadata=document.metadata)
-
-
-_CITATION_RE = re.compile(r"\[\d+\]")
 
 
 class LLMGenerator:

@@ -72,6 +72,7 @@ from reflexrag.providers.text import (
     split_sentences,
     term_set,
     terms,
+    without_citations,
     word_count,
 )
 from reflexrag.state import QueryKind
@@ -248,10 +249,13 @@ class LocalJudge:
     def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
         """Share of the answer's sentences found in, or covered term by term by, the documents."""
         record(self.backend, "grader")
-        sentences = split_sentences(answer)
+        # A written answer's citation markers point at passages; they are not claims.
+        sentences = split_sentences(without_citations(answer))
         if not sentences or not documents:
             return GroundingGrade("none", 0.0)
-        corpus = " ".join(" ".join(document_text(doc).split()) for doc in documents)
+        corpus = " ".join(
+            " ".join(without_citations(document_text(doc)).split()) for doc in documents
+        )
         corpus_terms = term_set(corpus)
         support = [
             1.0 if " ".join(s.split()) in corpus else coverage(terms(s), corpus_terms)
