@@ -625,9 +625,9 @@ def supporting_window(text: str, document: Document) -> Document:
     sentences = split_sentences(document.page_content)
     held = [term_set(sentence) for sentence in sentences]
     chosen: set[int] = set()
-    while wanted:
-        best = max(range(len(held)), key=lambda n: len(wanted & held[n]), default=0)
-        if not held or not wanted & held[best]:
+    while wanted and held:
+        best = max(range(len(held)), key=lambda n: len(wanted & held[n]))
+        if not wanted & held[best]:
             break
         chosen.add(best)
         wanted -= held[best]
