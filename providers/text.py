@@ -159,13 +159,32 @@ def split_sentences(text: str) -> list[str]:
     return [sentence for line in unwrapped_lines(text) for sentence in _split_line(line)]
 
 
-_CITATION_RE = re.compile(r"\s*\[\d+\]")
+# A written answer's pointers to its numbered passages: "[1]", "[1, 3]", "[2-4]".
+_CITATION_RE = re.compile(r"\s*\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
+_RANGE_RE = re.compile(r"(\d+)\s*[–-]\s*(\d+)")
+MAX_CITED_RANGE = 100
 
 
 def without_citations(text: str) -> str:
     """The text without citation markers ("… in 1943 [1]."): a written answer's pointers to
     its passages, not words of what it claims."""
     return _CITATION_RE.sub("", text)
+
+
+def cited_numbers(text: str) -> set[int]:
+    """The passage numbers a text's citation markers name: [1], [1, 3], [2-4] (2, 3 and 4)."""
+    numbers: set[int] = set()
+    for marker in _CITATION_RE.finditer(text):
+        for part in re.split(r"\s*[,;]\s*", marker.group(1)):
+            if span := _RANGE_RE.fullmatch(part):
+                first, last = int(span.group(1)), int(span.group(2))
+                # At most MAX_CITED_RANGE numbers: no prompt shows more passages, and a model's
+                # "[1-999999999]" must not become a billion of them.
+                last = min(last, first + MAX_CITED_RANGE - 1)
+                numbers.update(range(first, last + 1) if first <= last else (first, last))
+            else:
+                numbers.add(int(part))
+    return numbers
 
 
 def sentence_key(sentence: str) -> str:

@@ -309,6 +309,10 @@ def test_an_uncited_answer_names_the_passages_that_hold_it():
     filler = "The answer to this question is 1943."
     assert [d.id for d in cited_documents(filler, documents)] == ["a"]
     assert [d.id for d in cited_documents("See [2].", documents)] == ["b"]
+    # Lists and ranges, as other models write them.
+    assert [d.id for d in cited_documents("Both [1, 2].", documents)] == ["a", "b"]
+    assert [d.id for d in cited_documents("Both [1-2].", documents)] == ["a", "b"]
+    assert [d.id for d in cited_documents("The second [2–2].", documents)] == ["b"]
     assert cited_documents("No idea.", documents) == []
 
 

@@ -128,8 +128,10 @@ async def test_a_written_answers_citation_markers_are_not_graded_as_claims():
     died = Document("Tesla died on 7 January 1943.", id="d")
     cited = await judge.grade_grounding("Tesla died on 7 January 1943. [1]", [died])
     inline = await judge.grade_grounding("Tesla died in January 1943 [2].", [died])
+    listed = await judge.grade_grounding("Tesla died on 7 January 1943 [2, 5-7].", [died])
     assert (cited.level, cited.score) == ("fully", 1.0)
     assert (inline.level, inline.score) == ("fully", 1.0)
+    assert (listed.level, listed.score) == ("fully", 1.0)
 
 
 async def test_usefulness_checks_the_answer_type():

@@ -55,6 +55,7 @@ from reflexrag.nodes.judges.usage import record, tally
 from reflexrag.providers.models import UnsupportedRequestError, call_model
 from reflexrag.providers.settings import get_settings
 from reflexrag.providers.text import (
+    cited_numbers,
     count_tokens,
     coverage,
     split_sentences,
@@ -604,7 +605,7 @@ def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
     """The passages an answer cites as ``[n]``; for an answer citing none, the (at most two)
     passages that hold the most of its terms, not every passage it was shown, and none when
     it shares no term with any."""
-    cited = {int(n) for n in re.findall(r"\[(\d+)\]", text)}
+    cited = cited_numbers(text)
     if cited:
         return [doc for n, doc in enumerate(documents, start=1) if n in cited]
     answer_terms = terms(text)
