@@ -602,9 +602,9 @@ def _first_line(reply: str) -> str:
 
 
 def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
-    """The passages an answer cites as ``[n]``; for an answer citing none, the (at most two)
-    passages that hold the most of its terms, not every passage it was shown, and none when
-    it shares no term with any."""
+    """The passages an answer cites (``[n]``, ``[n, m]``, ``[n-m]``); for an answer citing none,
+    the (at most two) passages that hold the most of its terms, not every passage it was
+    shown, and none when it shares no term with any."""
     cited = cited_numbers(text)
     if cited:
         return [doc for n, doc in enumerate(documents, start=1) if n in cited]
