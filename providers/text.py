@@ -171,6 +171,12 @@ def without_citations(text: str) -> str:
     return _CITATION_RE.sub("", text)
 
 
+def blank_citations(text: str) -> str:
+    """The text with each citation marker replaced by as many spaces: offsets into the result
+    still point into ``text``."""
+    return _CITATION_RE.sub(lambda marker: " " * len(marker.group(0)), text)
+
+
 def cited_numbers(text: str) -> set[int]:
     """The passage numbers a text's citation markers name: [1], [1, 3], [2-4] (2, 3 and 4)."""
     numbers: set[int] = set()

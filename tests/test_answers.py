@@ -225,6 +225,12 @@ def test_the_span_is_the_thing_asked_for_not_the_words_around_it(question, sente
 def test_citations_are_blanked_and_a_long_unclosed_bracket_is_read_in_one_pass():
     sentence = "Rhinovirus (RV) leads (Jartti and Gern, 2017; Britto et al., 2017) [3, 4]."
     assert _without_citations(sentence) == "Rhinovirus (RV) leads " + " " * 44 + " " * 7 + "."
+    # The markers written answers use, read by the same pattern: lists by ";" and ranges too.
+    listed = "Both were found [2; 5] and later confirmed [6–8]."
+    assert (
+        _without_citations(listed)
+        == "Both were found" + " " * 7 + " and later confirmed" + " " * 6 + "."
+    )
     # A bracket that never closes, full of name-and-year pairs: a pattern that repeated
     # "anything, then a year" backtracked through it exponentially (20 pairs: minutes).
     unclosed = "(" + "Abc 1999 x, " * 200

@@ -25,6 +25,7 @@ from functools import lru_cache
 from reflexrag.providers.text import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
+    blank_citations,
     is_chinese,
     segment,
     split_sentences,
@@ -620,7 +621,6 @@ def answer_span(question: str, sentence: str) -> Span:
 # found first and then read, so no pattern can backtrack through a long sentence.)
 _PARENTHESIS_RE = re.compile(r"\([^()\n]{1,300}\)")
 _CITED_YEAR_RE = re.compile(r"(?:\bet al\.?|\b[A-Z][\w'’-]*),? (?:1[89]|20)\d{2}[a-z]?\b")
-_REFERENCE_RE = re.compile(r"\[\d+(?:\s*[,–-]\s*\d+)*\]")
 
 
 def _without_citations(sentence: str) -> str:
@@ -633,7 +633,7 @@ def _without_citations(sentence: str) -> str:
     cited = _PARENTHESIS_RE.sub(
         lambda m: blank(m) if _CITED_YEAR_RE.search(m.group(0)) else m.group(0), sentence
     )
-    return _REFERENCE_RE.sub(blank, cited)
+    return blank_citations(cited)
 
 
 def _named_as(question: str, sentence: str, offsets: _Offsets) -> list[tuple[float, int, int]]:
