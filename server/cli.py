@@ -33,6 +33,10 @@ class CLIError(Exception):
     """A user mistake, reported as one line."""
 
 
+class UnreachableServerError(CLIError):
+    """No request reached the server ``ask`` streams from."""
+
+
 def _context(args: argparse.Namespace) -> Any:
     """The run's context from the flags, validated; bad values are a one-line error."""
     from reflexrag.state import Context
@@ -125,6 +129,7 @@ def _print_result(result: Any) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from reflexrag.providers.settings import get_settings
+    from reflexrag.server.discovery import running_server
     from reflexrag.state.context import check_question
 
     settings = get_settings()
@@ -139,6 +144,22 @@ async def _ask(args: argparse.Namespace) -> int:
     context = _context(args)
     if args.url:
         return await _ask_server(args, question)
+    if not args.local and (server := running_server(settings)) is not None:
+        # A server on this data dir with these settings answers as this process would, and
+        # this process then loads neither LangGraph nor Chroma (see server/discovery.py).
+        print(
+            f"reflexrag: asking the reflexrag serve on this data dir ({server.url}, "
+            f"pid {server.pid}); --local answers here",
+            file=sys.stderr,
+            flush=True,
+        )
+        args.url = server.url
+        try:
+            return await _ask_server(args, question, api_key=next(iter(settings.api_keys), None))
+        except UnreachableServerError as exc:
+            # Its note outlived it (a SIGKILL) or it is stopping: answer here.
+            print(f"reflexrag: {exc}; answering here", file=sys.stderr, flush=True)
+            args.url = None
     # Bad input is refused first, in one line; valid input on a fresh install is told about
     # the sample documents before the heavy imports below, so it shows life within a second.
     first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
@@ -203,10 +224,11 @@ async def _ask(args: argparse.Namespace) -> int:
     return _report(args, result)
 
 
-async def _ask_server(args: argparse.Namespace, question: str) -> int:
-    """``ask`` through a running ``reflexrag serve`` (``--url``): the run streams from the
-    server, and this process loads neither LangGraph nor Chroma nor the encoder, which cost a
-    new process about 2 CPU-seconds before its first step."""
+async def _ask_server(args: argparse.Namespace, question: str, api_key: str | None = None) -> int:
+    """``ask`` through a running ``reflexrag serve`` (``--url``, or the one on this data dir):
+    the run streams from the server, and this process loads neither LangGraph nor Chroma nor
+    the encoder, which cost a new process about 2 CPU-seconds before its first step. Raises
+    ``UnreachableServerError`` when no request reached the server."""
     import time
     import uuid
 
@@ -216,7 +238,8 @@ async def _ask_server(args: argparse.Namespace, question: str) -> int:
     from reflexrag.server.results import RunResult, pause, result_from_state
 
     overrides = {key: value for key, value in _context_overrides(args).items() if value != ""}
-    client = get_client(url=args.url)
+    # Without a key of its own the SDK reads LANGGRAPH_API_KEY.
+    client = get_client(url=args.url, **({"api_key": api_key} if api_key else {}))
     # A run on a thread of its own, as in this process, so a clarifying question can be
     # answered by resuming it.
     args.thread = args.thread or str(uuid.uuid4())
@@ -267,7 +290,9 @@ async def _ask_server(args: argparse.Namespace, question: str) -> int:
             # The SDK's errors are httpx's; one that got no response never reached the server.
             response = getattr(exc, "response", None)
             if response is None:
-                raise CLIError(f"cannot reach {args.url}: {exc or type(exc).__name__}") from None
+                raise UnreachableServerError(
+                    f"cannot reach {args.url}: {exc or type(exc).__name__}"
+                ) from None
             raise CLIError(f"{args.url} refused the run: {_server_message(response)}") from None
         result = result_from_state(values, args.strategy, time.perf_counter() - started, None)
         result.thread_id = args.thread
@@ -539,12 +564,32 @@ def _serve(args: argparse.Namespace) -> int:
 
     from reflexrag.providers.settings import get_settings
     from reflexrag.server.app import create_app
+    from reflexrag.server.discovery import announce, local_url, withdraw
     from reflexrag.server.serving import server_config
+
+    class AnnouncedServer(uvicorn.Server):
+        """Leaves a note in the data dir once it listens, so ``ask`` streams from it."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                port = self.servers[0].sockets[0].getsockname()[1]
+                announce(settings, local_url(args.host, port))
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            # First, so no new ``ask`` streams from a server on its way out. (uvicorn re-raises
+            # the signal that stopped it once it has shut down: code after ``run`` is not
+            # reached then.)
+            withdraw(settings)
+            await super().shutdown(sockets)
 
     settings = get_settings()
     print(f"reflexrag: data in {settings.data_dir}", file=sys.stderr, flush=True)
     config = server_config(create_app(), args.host, args.port, settings, log_level=args.log_level)
-    uvicorn.Server(config).run()
+    try:
+        AnnouncedServer(config).run()
+    finally:
+        withdraw(settings)
     return 0
 
 
@@ -644,6 +689,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("REFLEXRAG_URL") or None,
         help="ask a running reflexrag serve at this URL instead of running here "
         "(default: REFLEXRAG_URL; its API key from LANGGRAPH_API_KEY)",
+    )
+    ask.add_argument(
+        "--local",
+        action="store_true",
+        help="answer in this process even when a reflexrag serve runs on this data dir "
+        "(by default ask streams from it: same answers, no start-up imports)",
     )
     ask.add_argument("--web-kb", help="collection the 'local' web search reads (default: web)")
     ask.add_argument("--max-web-searches", type=int, help="CRAG: 0-5 (default 1)")

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from reflexrag.benchmarks.services import start_server
+from reflexrag.providers.settings import Settings, get_settings
+from reflexrag.server import discovery
 from reflexrag.server.cli import main
 from tests.conftest import REPO, free_port
 from tests.server.conftest import running_server
@@ -138,3 +145,92 @@ async def test_the_client_loads_neither_langgraph_nor_chroma_nor_the_encoder(url
     out = await in_a_process("ask", "What is Corrective RAG?", "--url", url, script=probe)
     assert "stop_reason: answered" in out
     assert out.splitlines()[-1] == "LOADED []"
+
+
+LOADED_PROBE = (
+    "import sys; from reflexrag.server.cli import main; code = main(sys.argv[1:]); "
+    "print('LOADED', [m for m in ('langgraph.graph', 'chromadb') if m in sys.modules]); "
+    "sys.exit(code)"
+)
+
+
+def cli_process(data_dir: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``reflexrag`` on ``data_dir`` in a process of its own, reporting what it loaded."""
+    return subprocess.run(
+        [sys.executable, "-c", LOADED_PROBE, *argv],
+        cwd=REPO,
+        env={**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def test_ask_streams_from_the_serve_running_on_its_data_dir_until_it_stops(tmp_path):
+    question = ["ask", "What is Corrective RAG?", "--json"]
+    server = start_server(tmp_path, free_port())
+    try:
+        note = tmp_path / "serve.json"
+        for _ in range(200):  # left once it listens, just after its /ok first answers
+            if note.exists():
+                break
+            time.sleep(0.05)
+        assert json.loads(note.read_text())["pid"] == server.pid
+        found = cli_process(tmp_path, *question)
+        assert "asking the reflexrag serve on this data dir" in found.stderr
+        assert found.stdout.splitlines()[-1] == "LOADED []"
+        here = cli_process(tmp_path, *question, "--local")
+        assert "asking" not in here.stderr and "langgraph.graph" in here.stdout
+        remote, local = (json.loads(run.stdout.split("\nLOADED")[0]) for run in (found, here))
+        assert remote["stop_reason"] == local["stop_reason"] == "answered"
+        for run in (remote, local):
+            run.pop("thread_id"), run.pop("elapsed_s")
+        assert remote == local
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    # A server that stops takes its note with it, and ask answers here again.
+    assert not note.exists()
+    after = cli_process(tmp_path, *question)
+    assert "asking" not in after.stderr and "langgraph.graph" in after.stdout
+
+
+def test_a_note_of_other_settings_or_of_a_dead_server_is_passed_over(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    exited = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        for pid, other in ((alive.pid, None), (int(exited.stdout), None), (alive.pid, "other-kb")):
+            digest = discovery.settings_digest(
+                Settings(data_dir=tmp_path, default_kb=other or "default")
+            )
+            body = {"url": "http://127.0.0.1:9", "pid": pid, "settings": digest}
+            (tmp_path / "serve.json").write_text(json.dumps(body))
+            found = discovery.running_server(settings)
+            expected = pid == alive.pid and other is None
+            assert (found == discovery.RunningServer("http://127.0.0.1:9", alive.pid)) is expected
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+async def test_a_note_naming_a_port_nobody_answers_on_is_answered_here(capsys):
+    settings = get_settings()
+    dead = f"http://127.0.0.1:{free_port()}"
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    note = settings.data_dir / "serve.json"
+    try:
+        note.write_text(
+            json.dumps(
+                {"url": dead, "pid": alive.pid, "settings": discovery.settings_digest(settings)}
+            )
+        )
+        code, out, err = await ask(capsys, "What is Corrective RAG?")
+    finally:
+        note.unlink()
+        alive.kill()
+        alive.wait()
+    assert code == 0 and out.splitlines()[-1].startswith("stop_reason: answered")
+    assert f"cannot reach {dead}" in err and "answering here" in err

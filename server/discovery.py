@@ -1,0 +1,97 @@
+"""How ``reflexrag ask`` finds a ``reflexrag serve`` already running on its data dir.
+
+A new process that answers a question itself spends about 1.7 CPU-seconds importing LangGraph,
+LangChain's tracers and Chroma before its first step; one that streams the run from a running
+server needs only the SDK (about 0.4). So ``reflexrag serve`` leaves a note in its data dir
+(``serve.json``: its URL, its process id, and a digest of its settings), and ``ask`` routes
+through that server when the note is there, its process is alive and the settings are the
+same as the caller's (so the answer is the one ``ask`` would give itself). It also keeps two
+processes from opening the embedded Chroma store of one data dir at once. A note left by a
+killed server names a dead process, or a port nobody answers on: ``ask`` then runs in its own
+process, as without a server. ``ask --local`` always does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from reflexrag.providers.settings import Settings
+
+NOTE_NAME = "serve.json"
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    """A ``reflexrag serve`` on this data dir, as its note says."""
+
+    url: str
+    pid: int
+
+
+def settings_digest(settings: Settings) -> str:
+    """What must match for a server to answer as this process would: every setting (API keys
+    included, hashed, never written)."""
+    return hashlib.sha256(settings.model_dump_json().encode()).hexdigest()
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a process on this machine reaches a server bound to ``host`` at: a wildcard
+    address is reached on loopback."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def note_path(settings: Settings) -> Path:
+    return settings.data_dir / NOTE_NAME
+
+
+def announce(settings: Settings, url: str) -> None:
+    """Leave the note for this process's server (readable by its owner only; replaced whole)."""
+    path = note_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"url": url, "pid": os.getpid(), "settings": settings_digest(settings)}
+    partial = path.with_name(f".{NOTE_NAME}.{os.getpid()}")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        json.dump(body, file)
+    os.replace(partial, path)
+
+
+def withdraw(settings: Settings) -> None:
+    """Remove the note if this process left it (another server may have replaced it since)."""
+    path = note_path(settings)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive, though not ours to signal
+    return True
+
+
+def running_server(settings: Settings) -> RunningServer | None:
+    """The server whose note is in the data dir, if its process is alive and it runs with the
+    same settings as this one; else None."""
+    try:
+        note = json.loads(note_path(settings).read_text())
+        server = RunningServer(str(note["url"]), int(note["pid"]))
+        same = note["settings"] == settings_digest(settings)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not same or server.pid == os.getpid() or not _alive(server.pid):
+        return None
+    return server
