@@ -7,7 +7,8 @@ time and the process's CPU seconds (user + system, from ``/proc``) when its firs
 alone (``python -c 'import …'`` of what the command imports). Then the same through a
 ``reflexrag serve`` already running on that data dir (``ask --url``, the run streamed from it),
 after one untimed ask warmed the server, with the server's own CPU seconds for each run beside
-the client's. Prints numbers, asserts nothing.
+the client's; and a plain ``reflexrag ask`` while that server runs, which finds it by the note
+it leaves in the data dir (``server/discovery.py``). Prints numbers, asserts nothing.
 
     python -m reflexrag.benchmarks.warm_start [--runs 5] [--strategy self_rag]
 """
@@ -101,11 +102,13 @@ def main(runs: int, strategy: str) -> None:
             url = f"http://127.0.0.1:{port}"
             ask(data_dir, strategy, url)  # the server's first run
             settle(server.pid)  # its start-up warm-up runs in the background
-            served, server_cpu = [], []
+            served, found, server_cpu = [], [], []
             for _ in range(runs):
                 before = cpu_seconds([server.pid])
                 served.append(ask(data_dir, strategy, url))
                 server_cpu.append(cpu_seconds([server.pid]) - before)
+                # No --url: ask finds the server by the note it left in the data dir.
+                found.append(ask(data_dir, strategy))
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -113,7 +116,11 @@ def main(runs: int, strategy: str) -> None:
     print("| | wall s | CPU s |")
     print("|---|---:|---:|")
     print(f"| imports alone | | {imports:.2f} |")
-    for label, rows in (("", timed), (" (--url, a running serve)", served)):
+    for label, rows in (
+        ("", timed),
+        (" (--url, a running serve)", served),
+        (" (no --url, the serve found on the data dir)", found),
+    ):
         median = [statistics.median(column) for column in zip(*rows, strict=True)]
         print(f"| first node event{label} | {median[0]:.2f} | {median[1]:.2f} |")
         print(f"| answer printed, process ended{label} | {median[2]:.2f} | {median[3]:.2f} |")
