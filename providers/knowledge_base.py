@@ -51,6 +51,15 @@ WRITE_BATCH = 1000
 """Chunks per write to the vector store (Chroma refuses batches over ~5,461)."""
 EMBED_SLICE = 64
 """Chunks per call to the encoder, between progress reports (the encoder batches by 16)."""
+VECTOR_INDEX = {"space": "cosine", "max_neighbors": 32, "ef_construction": 400, "ef_search": 400}
+"""How a new collection's HNSW graph is built and searched. With Chroma's defaults (16 links,
+ef 100) the graph built from one large write missed the exact nearest chunk for 6 of 912
+questions over the five shared corpora in one collection (2,797 chunks), its recall@16 against
+an exact cosine search was 0.991-0.994, and two builds from the same vectors agreed on the
+top 16 for 786 of the 912: an eval's retrieval changed from one run to the next. With these:
+nearest chunk 912 of 912, recall@16 0.9999-1.0000, builds agreeing on 911; the graph takes
+1.6x as long to build (0.3 ms a chunk, beside seconds to embed one) and a query 0.9 ms
+instead of 0.8."""
 
 
 class KnowledgeBaseError(ValueError):
@@ -206,9 +215,12 @@ class KnowledgeBase:
         self.chunk_tokens = chunk_tokens
         collection = _COLLECTION_PREFIX + name
         if create:
-            metadata = {"hnsw:space": "cosine", **({"owner": owner} if owner else {})}
+            # A collection made before VECTOR_INDEX keeps the index it was made with.
             self._collection = client.get_or_create_collection(
-                collection, embedding_function=None, metadata=metadata
+                collection,
+                embedding_function=None,
+                metadata={"owner": owner} if owner else None,
+                configuration={"hnsw": VECTOR_INDEX},
             )
         else:
             try:

@@ -13,6 +13,7 @@ import pytest
 
 from reflexrag.benchmarks.services import minimal_pdf
 from reflexrag.providers.knowledge_base import (
+    VECTOR_INDEX,
     IngestLimitError,
     KnowledgeBaseError,
     SourceDocument,
@@ -255,6 +256,24 @@ def test_a_document_id_given_twice_in_one_ingest_is_the_last_one(isolated_data_d
     )
     assert (report.added_documents, report.replaced_documents) == (1, 0)
     assert [doc.page_content for doc in kb.search("herons", 4)] == ["Herons fly."]
+
+
+def test_a_new_collection_gets_the_wider_index_and_one_made_before_it_still_answers(
+    isolated_data_dir,
+):
+    built = get_knowledge_base("wide-index")._collection.configuration["hnsw"]
+    assert {key: built[key] for key in VECTOR_INDEX} == VECTOR_INDEX
+    # A knowledge base made by an earlier version (cosine set in the collection's metadata)
+    # is opened with the index it has, and still measures by cosine.
+    client = get_knowledge_base("wide-index")._client
+    client.create_collection(
+        "kb__made-before", embedding_function=None, metadata={"hnsw:space": "cosine"}
+    )
+    old = get_knowledge_base("made-before")
+    assert old._collection.configuration["hnsw"]["max_neighbors"] == 16
+    old.add([SourceDocument("h", "Herons eat fish.", {}), SourceDocument("p", "Paris.", {})])
+    found = old.search("What do herons eat?", 2, mode="vector")
+    assert found[0].page_content == "Herons eat fish." and 0.5 < found[0].metadata["score"] <= 1
 
 
 def test_over_the_chunk_cap_nothing_is_stored(isolated_data_dir):
