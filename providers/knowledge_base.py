@@ -52,14 +52,14 @@ WRITE_BATCH = 1000
 EMBED_SLICE = 64
 """Chunks per call to the encoder, between progress reports (the encoder batches by 16)."""
 VECTOR_INDEX = {"space": "cosine", "max_neighbors": 32, "ef_construction": 400, "ef_search": 400}
-"""How a new collection's HNSW graph is built and searched. With Chroma's defaults (16 links,
-ef 100) the graph built from one large write missed the exact nearest chunk for 6 of 912
-questions over the five shared corpora in one collection (2,797 chunks), its recall@16 against
-an exact cosine search was 0.991-0.994, and two builds from the same vectors agreed on the
-top 16 for 786 of the 912: an eval's retrieval changed from one run to the next. With these:
-nearest chunk 912 of 912, recall@16 0.9999-1.0000, builds agreeing on 911; the graph takes
-1.6x as long to build (0.3 ms a chunk, beside seconds to embed one) and a query 0.9 ms
-instead of 0.8."""
+"""How a new collection's HNSW graph is built and searched (``benchmarks.vector_index``). With
+Chroma's defaults (16 links, ef 100) the graph built from large writes missed the exact
+nearest chunk for 6-10 of 912 questions over the five shared corpora in one collection (2,797
+chunks), its recall@16 against an exact cosine search was 0.988-0.994, and two builds from the
+same vectors agreed on the top 16 for 746-786 of the 912: an eval's retrieval changed from one
+run to the next. With these: nearest chunk 911-912 of 912, recall@16 0.9997-1.0000, builds
+agreeing on 909-911; the graph takes 1.6x as long to build (0.3 ms a chunk, beside seconds to
+embed one) and a query 0.9-1.0 ms instead of 0.8."""
 
 
 class KnowledgeBaseError(ValueError):
