@@ -144,7 +144,11 @@ async def _ask(args: argparse.Namespace) -> int:
     context = _context(args)
     if args.url:
         return await _ask_server(args, question)
-    if not args.local and (server := running_server(settings)) is not None:
+    server = None if args.local else running_server(settings)
+    api_key = next(iter(settings.api_keys), None)
+    if server and args.thread and not await _holds_thread(server.url, args.thread, api_key):
+        server = None  # a thread made here (ask --local, or before the server) goes on here
+    if server is not None:
         # A server on this data dir with these settings answers as this process would, and
         # this process then loads neither LangGraph nor Chroma (see server/discovery.py).
         print(
@@ -155,7 +159,7 @@ async def _ask(args: argparse.Namespace) -> int:
         )
         args.url = server.url
         try:
-            return await _ask_server(args, question, api_key=next(iter(settings.api_keys), None))
+            return await _ask_server(args, question, api_key=api_key)
         except UnreachableServerError as exc:
             # Its note outlived it (a SIGKILL) or it is stopping: answer here.
             print(f"reflexrag: {exc}; answering here", file=sys.stderr, flush=True)
@@ -306,6 +310,20 @@ async def _ask_server(args: argparse.Namespace, question: str, api_key: str | No
         if reply is None:
             break
     return _report(args, result)
+
+
+async def _holds_thread(url: str, thread_id: str, api_key: str | None) -> bool:
+    """Whether the server at ``url`` holds the thread (a run paused there is resumed there; one
+    paused in a process of its own has no run waiting on the server)."""
+    import httpx
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url, **({"api_key": api_key} if api_key else {}))
+    try:
+        await client.threads.get(thread_id)
+    except httpx.HTTPError:
+        return False  # not there (404), not this key's, or no server: answer here
+    return True
 
 
 def _server_message(response: Any) -> str:

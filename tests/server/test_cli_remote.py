@@ -186,6 +186,17 @@ def test_ask_streams_from_the_serve_running_on_its_data_dir_until_it_stops(tmp_p
         for run in (remote, local):
             run.pop("thread_id"), run.pop("elapsed_s")
         assert remote == local
+        # A thread goes on where it was made: a run paused here is resumed here, one paused
+        # on the server is resumed there.
+        paused = ["ask", "这个API有什么限制？", "--strategy", "adaptive", "--no-input", "--json"]
+        for where in ("--local", None):
+            made = cli_process(tmp_path, *paused, *([where] if where else []))
+            thread = json.loads(made.stdout.split("\nLOADED")[0])["thread_id"]
+            reply = ["ask", "--strategy", "adaptive", "--thread", thread, "--reply", "Chroma"]
+            resumed = cli_process(tmp_path, *reply, "--json")
+            assert ("asking the reflexrag serve" in resumed.stderr) is (where is None)
+            answer = json.loads(resumed.stdout.split("\nLOADED")[0])
+            assert answer["thread_id"] == thread and answer["stop_reason"] != "needs_clarification"
     finally:
         server.terminate()
         server.wait(timeout=60)
