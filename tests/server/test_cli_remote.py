@@ -214,9 +214,8 @@ def test_a_note_of_other_settings_or_of_a_dead_server_is_passed_over(tmp_path):
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         for pid, other in ((alive.pid, None), (int(exited.stdout), None), (alive.pid, "other-kb")):
-            digest = discovery.settings_digest(
-                Settings(data_dir=tmp_path, default_kb=other or "default")
-            )
+            differing = {"default_kb": other} if other else {}
+            digest = discovery.settings_digest(Settings(data_dir=tmp_path, **differing))
             body = {"url": "http://127.0.0.1:9", "pid": pid, "settings": digest}
             (tmp_path / "serve.json").write_text(json.dumps(body))
             found = discovery.running_server(settings)
