@@ -592,7 +592,13 @@ def _serve(args: argparse.Namespace) -> int:
             await super().startup(sockets)
             if self.started and self.servers:
                 port = self.servers[0].sockets[0].getsockname()[1]
-                announce(settings, local_url(args.host, port))
+                if not announce(settings, local_url(args.host, port)):
+                    print(
+                        f"reflexrag: cannot write {settings.data_dir}: a plain ask there will "
+                        "not find this server (ask --url will)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
         async def shutdown(self, sockets: Any = None) -> None:
             # First, so no new ``ask`` streams from a server on its way out. (uvicorn re-raises

@@ -53,16 +53,24 @@ def note_path(settings: Settings) -> Path:
     return settings.data_dir / NOTE_NAME
 
 
-def announce(settings: Settings, url: str) -> None:
-    """Leave the note for this process's server (readable by its owner only; replaced whole)."""
+def announce(settings: Settings, url: str) -> bool:
+    """Leave the note for this process's server (readable by its owner only; replaced whole).
+    False when the data dir cannot be written (a read-only one beside a shared database): the
+    server serves all the same, and ``ask`` runs in its own process."""
     path = note_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
     body = {"url": url, "pid": os.getpid(), "settings": settings_digest(settings)}
     partial = path.with_name(f".{NOTE_NAME}.{os.getpid()}")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        json.dump(body, file)
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            json.dump(body, file)
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        return False
+    return True
 
 
 def withdraw(settings: Settings) -> None:

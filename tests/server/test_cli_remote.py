@@ -226,6 +226,14 @@ def test_a_note_of_other_settings_or_of_a_dead_server_is_passed_over(tmp_path):
         alive.wait()
 
 
+def test_a_data_dir_that_cannot_be_written_gets_no_note_and_raises_nothing(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    settings = Settings(data_dir=blocked / "data")
+    assert discovery.announce(settings, "http://127.0.0.1:9") is False
+    assert list(tmp_path.iterdir()) == [blocked] and discovery.running_server(settings) is None
+
+
 async def test_a_note_naming_a_port_nobody_answers_on_is_answered_here(capsys):
     settings = get_settings()
     dead = f"http://127.0.0.1:{free_port()}"
