@@ -237,13 +237,11 @@ async def _ask_server(args: argparse.Namespace, question: str, api_key: str | No
     import uuid
 
     import httpx
-    from langgraph_sdk import get_client
 
     from reflexrag.server.results import RunResult, pause, result_from_state
 
     overrides = {key: value for key, value in _context_overrides(args).items() if value != ""}
-    # Without a key of its own the SDK reads LANGGRAPH_API_KEY.
-    client = get_client(url=args.url, **({"api_key": api_key} if api_key else {}))
+    client = _sdk_client(args.url, api_key)
     # A run on a thread of its own, as in this process, so a clarifying question can be
     # answered by resuming it.
     args.thread = args.thread or str(uuid.uuid4())
@@ -312,15 +310,21 @@ async def _ask_server(args: argparse.Namespace, question: str, api_key: str | No
     return _report(args, result)
 
 
+def _sdk_client(url: str, api_key: str | None) -> Any:
+    """The LangGraph SDK's client of ``url``; without a key of its own it reads
+    LANGGRAPH_API_KEY."""
+    from langgraph_sdk import get_client
+
+    return get_client(url=url, **({"api_key": api_key} if api_key else {}))
+
+
 async def _holds_thread(url: str, thread_id: str, api_key: str | None) -> bool:
     """Whether the server at ``url`` holds the thread (a run paused there is resumed there; one
     paused in a process of its own has no run waiting on the server)."""
     import httpx
-    from langgraph_sdk import get_client
 
-    client = get_client(url=url, **({"api_key": api_key} if api_key else {}))
     try:
-        await client.threads.get(thread_id)
+        await _sdk_client(url, api_key).threads.get(thread_id)
     except httpx.HTTPError:
         return False  # not there (404), not this key's, or no server: answer here
     return True
