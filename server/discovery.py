@@ -1,14 +1,15 @@
 """How ``reflexrag ask`` finds a ``reflexrag serve`` already running on its data dir.
 
-A new process that answers a question itself spends about 1.7 CPU-seconds importing LangGraph,
-LangChain's tracers and Chroma before its first step; one that streams the run from a running
-server needs only the SDK (about 0.4). So ``reflexrag serve`` leaves a note in its data dir
-(``serve.json``: its URL, its process id, and a digest of its settings), and ``ask`` routes
-through that server when the note is there, its process is alive and the settings are the
-same as the caller's (so the answer is the one ``ask`` would give itself). It also keeps two
-processes from opening the embedded Chroma store of one data dir at once. A note left by a
-killed server names a dead process, or a port nobody answers on: ``ask`` then runs in its own
-process, as without a server. ``ask --local`` always does.
+A new process that answers a question itself spends about 2 CPU-seconds, nearly all of it
+importing LangGraph, LangChain's tracers and Chroma, before its first step; one that streams
+the run from a running server needs only the SDK (about 0.5; ``benchmarks.warm_start``). So
+``reflexrag serve`` leaves a note in its data dir (``serve.json``: its URL, its process id, and
+a digest of its settings), and ``ask`` routes through that server when the note is there, its
+process is alive and the settings are the same as the caller's (so the answer is the one
+``ask`` would give itself). It also keeps two processes from opening the embedded Chroma store
+of one data dir at once. A note left by a killed server names a dead process, or a port nobody
+answers on: ``ask`` then runs in its own process, as without a server. ``ask --local`` always
+does.
 """
 
 from __future__ import annotations
