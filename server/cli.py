@@ -157,13 +157,14 @@ async def _ask(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        args.url = server.url
+        args.url, thread = server.url, args.thread
         try:
             return await _ask_server(args, question, api_key=api_key)
         except UnreachableServerError as exc:
-            # Its note outlived it (a SIGKILL) or it is stopping: answer here.
+            # Its note outlived it (a SIGKILL) or it is stopping: answer here, on the thread
+            # asked for (not the one named for the server).
             print(f"reflexrag: {exc}; answering here", file=sys.stderr, flush=True)
-            args.url = None
+            args.url, args.thread = None, thread
     # Bad input is refused first, in one line; valid input on a fresh install is told about
     # the sample documents before the heavy imports below, so it shows life within a second.
     first_use = not settings.chroma_dir.exists() and args.kb in (None, settings.default_kb)
