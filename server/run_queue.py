@@ -24,8 +24,10 @@ checkpoint when it began, its result) and ``run_events`` (its stream, in order).
   its lease writes nothing more and stops.
 - **Events.** Inserted in ``run_events``, then ``NOTIFY``: a client streaming or joining on any
   replica reads what is new when notified (a one-second poll covers a lost notification), and
-  a late joiner reads from the first event. Postgres pub/sub rather than Redis: the events and
-  the run's state then live in one store, with one service fewer to run.
+  a late joiner reads from the first event. A stream on the replica whose worker holds the run
+  is handed each event once it is committed, and reads nothing back while the events follow
+  on. Postgres pub/sub rather than Redis: the events and the run's state then live in one
+  store, with one service fewer to run.
 - **Cancel.** A flag on the run and a notification: the worker holding it cancels it; a queued
   run ends at once.
 """
@@ -39,7 +41,9 @@ import logging
 import os
 import socket
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -117,6 +121,15 @@ class LeaseLostError(Exception):
     """Another worker holds the run now."""
 
 
+@dataclass
+class _LocalFeed:
+    """One stream's share of what a worker in this replica stores of the run: its events
+    (seq, event, serialized data), and whether its final status is committed."""
+
+    events: deque[tuple[int, str, str]] = field(default_factory=deque)
+    ended: bool = False
+
+
 class RunQueue:
     """Runs of every replica sharing one Postgres database; the same calls as
     :class:`server.run_manager.RunManager`, so the routes do not know which one they use."""
@@ -139,6 +152,10 @@ class RunQueue:
         self.executing: dict[str, tuple[int, asyncio.Task[None]]] = {}
         """Run id → (attempt, task) of the runs this replica executes."""
         self._changed: dict[str, asyncio.Event] = {}
+        self._feeds: dict[str, list[_LocalFeed]] = {}
+        """Run id → the streams open here, fed the events this replica's worker stores."""
+        self._held: set[str] = set()
+        """The runs a worker here holds, from its claim until their end is recorded."""
         self._work_available = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -210,28 +227,58 @@ class RunQueue:
     async def events(self, run_id: str) -> AsyncIterator[tuple[str, Any]]:
         """Every event of the run from the first, then new ones as any worker stores them,
         until the run ends."""
-        position = -1
-        while True:
-            changed = self._changed.setdefault(run_id, asyncio.Event())
-            # The status and the new events in one statement, which reads one snapshot: when
-            # the status is final there, every event is in it too. (One row when there are no
-            # new events, its event empty; no status when the run is gone.)
-            rows = await self.store.db.fetchall(
-                "SELECT r.status, e.seq, e.event, e.data FROM (SELECT 1) AS one "
-                "LEFT JOIN runs r ON r.run_id=? "
-                "LEFT JOIN run_events e ON e.run_id=? AND e.seq>? ORDER BY e.seq",
-                (run_id, run_id, position),
-            )
-            ended = rows[0]["status"] not in ACTIVE
-            for row in rows:
-                if row["seq"] is not None:
-                    position = row["seq"]
-                    yield row["event"], json.loads(row["data"])
-            if ended:
-                self._changed.pop(run_id, None)
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), POLL_S)
+        feed = _LocalFeed()
+        self._feeds.setdefault(run_id, []).append(feed)
+        try:
+            position, read = -1, True
+            while True:
+                changed = self._changed.setdefault(run_id, asyncio.Event())
+                if read:
+                    # The status and the new events in one statement, which reads one
+                    # snapshot: when the status is final there, every event is in it too. (One
+                    # row when there are no new events, its event empty; no status when the
+                    # run is gone.)
+                    rows = await self.store.db.fetchall(
+                        "SELECT r.status, e.seq, e.event, e.data FROM (SELECT 1) AS one "
+                        "LEFT JOIN runs r ON r.run_id=? "
+                        "LEFT JOIN run_events e ON e.run_id=? AND e.seq>? ORDER BY e.seq",
+                        (run_id, run_id, position),
+                    )
+                    ended = rows[0]["status"] not in ACTIVE
+                    for row in rows:
+                        if row["seq"] is not None:
+                            position = row["seq"]
+                            yield row["event"], json.loads(row["data"])
+                    if ended:
+                        self._changed.pop(run_id, None)
+                        return
+                read = False
+                # What this replica's worker stored since, in order, without reading it back;
+                # a gap (another worker's attempt in between) is read from the database.
+                while feed.events and not read:
+                    seq, event, data = feed.events.popleft()
+                    if seq == position + 1:
+                        position = seq
+                        yield event, json.loads(data)
+                    elif seq > position + 1:
+                        feed.events.clear()
+                        read = True
+                if read:
+                    continue
+                if feed.ended:  # its final status was committed after its last event
+                    return
+                try:
+                    await asyncio.wait_for(changed.wait(), POLL_S)
+                except TimeoutError:
+                    read = True  # a lost notification, or a run no worker here executes
+                else:
+                    # While a worker here holds the run, every event it stores is handed
+                    # over here; the notification of one already taken needs no read.
+                    read = not feed.events and not feed.ended and run_id not in self._held
+        finally:
+            self._feeds[run_id].remove(feed)
+            if not self._feeds[run_id]:
+                del self._feeds[run_id]
 
     async def wait(self, run_id: str, timeout: float) -> bool:
         changed = self._changed.setdefault(run_id, asyncio.Event())
@@ -310,6 +357,7 @@ class RunQueue:
         run_id, attempt = row["run_id"], row["attempt"]
         spec = RunSpec.from_json(json.loads(row["spec"]))
         outcome = RunOutcome(status="interrupted")
+        self._held.add(run_id)
         try:
             if row["cancel_requested"]:  # cancelled while its last worker was gone
                 return
@@ -351,7 +399,10 @@ class RunQueue:
             if self.executing.get(run_id, (None,))[0] == attempt:
                 del self.executing[run_id]
             self._work_available.set()
-            await asyncio.shield(self._settle(run_id, attempt, spec, outcome))
+            try:
+                await asyncio.shield(self._settle(run_id, attempt, spec, outcome))
+            finally:
+                self._held.discard(run_id)
 
     async def _mark_started(self, run_id: str, attempt: int, spec: RunSpec) -> None:
         start = await latest_checkpoint_id(self.checkpointers, spec.graph_thread)
@@ -388,21 +439,24 @@ class RunQueue:
         # autocommit): the event is stored, fenced by the lease, and notified at its commit.
         # A run sends an event per node; BEGIN, INSERT, NOTIFY, COMMIT were four trips each.
         note = json.dumps({"kind": "event", "run_id": run_id})
+        text = dumps(data)
         async with self.pool.connection() as connection:
             cursor = await connection.execute(
                 "WITH stored AS (INSERT INTO run_events (run_id, seq, event, data) "
                 "SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM run_queue "
                 "WHERE run_id=%s AND worker=%s AND attempt=%s) RETURNING 1) "
                 "SELECT pg_notify(%s, %s) FROM stored",
-                (run_id, seq, event, dumps(data), run_id, self.worker_id, attempt, CHANNEL, note),
+                (run_id, seq, event, text, run_id, self.worker_id, attempt, CHANNEL, note),
             )
             if not cursor.rowcount:
                 self._lost(run_id, attempt)
                 raise LeaseLostError(run_id)
+        self._hand_over(run_id, (seq, event, text))
 
     async def _settle(self, run_id: str, attempt: int, spec: RunSpec, outcome: RunOutcome) -> None:
         """Record how the run ended (unless its lease was lost), or hand it over when this
         replica is shutting down."""
+        ended = False
         try:
             async with self.pool.connection() as connection, connection.transaction():
                 cursor = await connection.execute(
@@ -472,6 +526,9 @@ class RunQueue:
                     ),
                 )
                 await self._notify(connection, "done", run_id)
+                ended = True
+            if ended:
+                self._hand_over(run_id, None)
         except Exception:
             log.exception("recording the end of run %s failed", run_id)
 
@@ -552,6 +609,21 @@ class RunQueue:
             self._work_available.set()  # a run to claim, or a thread free for the next one
         if kind == "cancel":
             self._cancel_here(run_id)
+        self._wake(run_id)
+
+    def _hand_over(self, run_id: str, event: tuple[int, str, str] | None) -> None:
+        """Give the streams open here an event this replica's worker committed, or (None)
+        the news that the run's final status is committed, after its last event."""
+        if feeds := self._feeds.get(run_id):
+            for feed in feeds:
+                if event is None:
+                    feed.ended = True
+                else:
+                    feed.events.append(event)
+            self._wake(run_id)
+
+    def _wake(self, run_id: str) -> None:
+        """Wake whatever waits on the run here (streams, joins)."""
         if (changed := self._changed.pop(run_id, None)) is not None:
             changed.set()
 

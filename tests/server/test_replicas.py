@@ -6,6 +6,7 @@ finished by the other, with no node run twice and the answer of an uninterrupted
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -242,6 +243,105 @@ async def test_an_attempt_that_lost_its_lease_stops_only_itself():
     queue._cancel_here("run")  # a cancel request for the run reaches whichever attempt
     with pytest.raises(asyncio.CancelledError):
         await newer
+
+
+class _EventsTable:
+    """The ``runs`` status and ``run_events`` rows a stream reads, and how often it reads."""
+
+    def __init__(self) -> None:
+        self.status, self.rows, self.reads = "running", [], 0
+
+    async def fetchall(self, sql: str, params: tuple) -> list[dict]:
+        self.reads += 1
+        after = params[2]
+        new = [row for row in self.rows if row["seq"] > after]
+        return [{"status": self.status, **row} for row in new] or [
+            {"status": self.status, "seq": None, "event": None, "data": None}
+        ]
+
+    def store(self, seq: int) -> tuple[int, str, str]:
+        self.rows.append({"seq": seq, "event": "updates", "data": json.dumps({"node": seq})})
+        return seq, "updates", json.dumps({"node": seq})
+
+
+def _queue_reading(table: _EventsTable):
+    from types import SimpleNamespace
+
+    from reflexrag.server.run_queue import RunQueue
+
+    queue = RunQueue.__new__(RunQueue)  # only its streams' bookkeeping
+    queue.store = SimpleNamespace(db=table)
+    queue._changed, queue._feeds, queue._held = {}, {}, set()
+    queue._work_available = asyncio.Event()
+    return queue
+
+
+async def _streamed(queue, run_id: str, into: list) -> None:
+    async for _, data in queue.events(run_id):
+        into.append(data["node"])
+
+
+async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_back():
+    table = _EventsTable()
+    queue = _queue_reading(table)
+    queue._held.add("run")
+    table.store(0)
+    seen: list[int] = []
+    stream = asyncio.create_task(_streamed(queue, "run", seen))
+    await asyncio.sleep(0.05)
+    assert seen == [0] and table.reads == 1, "the first read catches up"
+    for seq in range(1, 6):
+        queue._hand_over("run", table.store(seq))
+        await asyncio.sleep(0.01)
+        queue._dispatch({"kind": "event", "run_id": "run"})  # the notification, later
+        await asyncio.sleep(0.01)
+    table.status = "success"
+    queue._hand_over("run", None)
+    await asyncio.wait_for(stream, 5)
+    assert seen == [0, 1, 2, 3, 4, 5]
+    assert table.reads == 1, "nothing handed over is read back, nor is the end"
+    assert queue._feeds == {}
+
+
+async def test_a_stream_reads_what_another_worker_stored_between_this_one_s_events():
+    """Attempt 1 here, attempt 2 on another replica, attempt 3 here again: the events of
+    attempt 2 are read from the database, in order, once each."""
+    table = _EventsTable()
+    queue = _queue_reading(table)
+    queue._held.add("run")
+    seen: list[int] = []
+    stream = asyncio.create_task(_streamed(queue, "run", seen))
+    await asyncio.sleep(0.05)
+    queue._hand_over("run", table.store(0))
+    await asyncio.sleep(0.01)
+    queue._held.discard("run")  # the lease lost; another replica's worker goes on
+    table.store(1)
+    table.store(2)
+    queue._held.add("run")  # claimed here again before the notifications arrive
+    queue._hand_over("run", table.store(3))
+    await asyncio.sleep(0.05)
+    assert seen == [0, 1, 2, 3] and table.reads == 2, "the gap was read"
+    queue._hand_over("run", table.store(4))
+    table.status = "success"
+    queue._hand_over("run", None)
+    await asyncio.wait_for(stream, 5)
+    assert seen == [0, 1, 2, 3, 4] and table.reads == 2
+
+
+async def test_a_stream_beside_no_worker_reads_on_each_notification():
+    table = _EventsTable()
+    queue = _queue_reading(table)
+    seen: list[int] = []
+    stream = asyncio.create_task(_streamed(queue, "run", seen))
+    await asyncio.sleep(0.05)
+    for seq in range(3):
+        table.store(seq)
+        queue._dispatch({"kind": "event", "run_id": "run"})
+        await asyncio.sleep(0.01)
+    table.status = "success"
+    queue._dispatch({"kind": "done", "run_id": "run"})
+    await asyncio.wait_for(stream, 5)
+    assert seen == [0, 1, 2] and table.reads == 5
 
 
 async def test_runs_in_flight_survive_a_database_restart(chroma_url, tmp_path):
