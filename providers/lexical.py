@@ -126,6 +126,16 @@ def _without_dead(postings: np.ndarray, alive: np.ndarray | None) -> np.ndarray:
     return postings if alive is None else postings[alive[postings[:, 0]]]
 
 
+def _alive(slots: int, dead: Sequence[int]) -> np.ndarray | None:
+    """A mask over ``slots``, False where a removed chunk left its postings (``dead``); None
+    if none did."""
+    if not dead:
+        return None
+    alive = np.ones(slots, dtype=bool)
+    alive[np.asarray(dead, dtype=np.int64)] = False
+    return alive
+
+
 class LexicalIndex:
     """BM25 over one knowledge base's chunks, stored in a SQLite file shared by all of them."""
 
@@ -187,7 +197,7 @@ class LexicalIndex:
             self._merge_split_terms(db, sorted(postings))
 
     def _merge_split_terms(self, db: _Connection, touched: list[str]) -> None:
-        alive = None
+        alive, read = None, False
         for batch in _batches(touched):
             split = db.execute(
                 f"SELECT term FROM lexical_blocks WHERE kb=? AND term IN ({_marks(batch)}) "
@@ -199,8 +209,8 @@ class LexicalIndex:
                     "SELECT block, postings FROM lexical_blocks WHERE kb=? AND term=?",
                     (self.kb, term),
                 ).fetchall()
-                if alive is None:
-                    alive = self._alive(db)
+                if not read:
+                    alive, read = self._stats_and_alive(db)[1], True
                 merged = _without_dead(_unpack(b"".join(blob for _, blob in blocks)), alive)
                 db.execute("DELETE FROM lexical_blocks WHERE kb=? AND term=?", (self.kb, term))
                 db.execute(
@@ -208,17 +218,18 @@ class LexicalIndex:
                     (self.kb, term, blocks[0][0], merged.tobytes()),
                 )
 
-    def _alive(self, db: _Connection, dead: Sequence[int] | None = None) -> np.ndarray | None:
-        """A mask over slots, False where a removed chunk left its postings (``dead``, else
-        read from the tombstones); None if none did."""
-        if dead is None:
-            rows = db.execute("SELECT slot FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
-            dead = [row[0] for row in rows]
-        if not dead:
-            return None
-        alive = np.ones(self._stats(db)[2], dtype=bool)
-        alive[np.asarray(dead, dtype=np.int64)] = False
-        return alive
+    def _stats_and_alive(self, db: _Connection) -> tuple[tuple[int, int, int], np.ndarray | None]:
+        """(chunks, total length, next slot) and the mask of live slots (:func:`_alive`), in
+        one statement: a search makes it before every query."""
+        rows = db.execute(
+            "SELECT s.chunks, s.total_length, s.next_slot, d.slot FROM lexical_stats s "
+            "LEFT JOIN lexical_dead d ON d.kb = s.kb WHERE s.kb=?",
+            (self.kb,),
+        ).fetchall()
+        if not rows:
+            return (0, 0, 0), None
+        stats = tuple(rows[0][:3])
+        return stats, _alive(stats[2], [row[3] for row in rows if row[3] is not None])
 
     def remove_documents(self, doc_ids: Iterable[str]) -> None:
         """Unindex every chunk of these documents, in one transaction."""
@@ -270,7 +281,7 @@ class LexicalIndex:
 
     def _compact(self, db: _Connection) -> None:
         rows = db.execute("SELECT slot, terms FROM lexical_dead WHERE kb=?", (self.kb,)).fetchall()
-        alive = self._alive(db, [slot for slot, _ in rows])
+        alive = _alive(self._stats(db)[2], [slot for slot, _ in rows])
         if alive is None:
             return
         touched = sorted({term for _, listed in rows for term in listed.split("\n") if term})
@@ -313,7 +324,7 @@ class LexicalIndex:
         if not query_terms or k < 1:
             return []
         with self._store.reading() as db:
-            total, total_length, slots, _ = self._stats(db)
+            (total, total_length, slots), alive = self._stats_and_alive(db)
             if not total:
                 return []
             found: dict[str, list[bytes]] = defaultdict(list)
@@ -326,7 +337,6 @@ class LexicalIndex:
                     found[term].append(bytes(blob))
             if not found:
                 return []
-            alive = self._alive(db)
             scores = np.zeros(slots, dtype=np.float32)
             average_length = total_length / total or 1.0
             # BM25 as idf·(k1+1)·tf / (tf + k1·(1-b) + k1·b·length/avg), in float32.
