@@ -22,12 +22,13 @@ checkpoint when it began, its result) and ``run_events`` (its stream, in order).
   continues from its latest checkpoint; after ``MAX_ATTEMPTS`` it is an error.
 - **Fencing.** Each write of a worker (events, result) names its attempt; a worker that lost
   its lease writes nothing more and stops.
-- **Events.** Inserted in ``run_events``, then ``NOTIFY``: a client streaming or joining on any
-  replica reads what is new when notified (a one-second poll covers a lost notification), and
-  a late joiner reads from the first event. A stream on the replica whose worker holds the run
-  is handed each event once it is committed, and reads nothing back while the events follow
-  on. Postgres pub/sub rather than Redis: the events and the run's state then live in one
-  store, with one service fewer to run.
+- **Events.** Inserted in ``run_events``; the notification of its commit carries the event
+  itself when it fits (Postgres takes 8000 bytes), and the notice that a run ended carries the
+  seq of its last event. A stream on any replica reads the run once from the first event, then
+  takes the events it is handed in order, from its own replica's worker or from their
+  notifications, and reads again only when one is missing (too large to carry, a notification
+  lost: a one-second poll covers that too). Postgres pub/sub rather than Redis: the events and
+  the run's state then live in one store, with one service fewer to run.
 - **Cancel.** A flag on the run and a notification: the worker holding it cancels it; a queued
   run ends at once.
 """
@@ -65,6 +66,8 @@ CHANNEL = "reflexrag_runs"
 ACTIVE = ("pending", "running")
 POLL_S = 1.0
 """How often waiting code looks again without a notification."""
+NOTIFY_MAX_BYTES = 7900
+"""An event whose notification would be larger is not carried in it (Postgres takes 8000)."""
 MAX_ATTEMPTS = 6
 """Attempts a run gets when the database keeps going away under it (then it is an error)."""
 RETRY_DELAY_S = 1.0
@@ -122,12 +125,15 @@ class LeaseLostError(Exception):
 
 
 @dataclass
-class _LocalFeed:
-    """One stream's share of what a worker in this replica stores of the run: its events
-    (seq, event, serialized data), and whether its final status is committed."""
+class _Feed:
+    """What a stream open here is handed without reading it: the run's events (seq, event,
+    serialized data) once committed, from this replica's worker or from the notification
+    that carries them; and, once the run's final status is committed, the seq of its last
+    event (-1: none; None: not said)."""
 
     events: deque[tuple[int, str, str]] = field(default_factory=deque)
     ended: bool = False
+    last: int | None = None
 
 
 class RunQueue:
@@ -152,8 +158,9 @@ class RunQueue:
         self.executing: dict[str, tuple[int, asyncio.Task[None]]] = {}
         """Run id → (attempt, task) of the runs this replica executes."""
         self._changed: dict[str, asyncio.Event] = {}
-        self._feeds: dict[str, list[_LocalFeed]] = {}
-        """Run id → the streams open here, fed the events this replica's worker stores."""
+        self._feeds: dict[str, list[_Feed]] = {}
+        """Run id → the streams open here, each handed the run's events as their commits
+        are known here."""
         self._held: set[str] = set()
         """The runs a worker here holds, from its claim until their end is recorded."""
         self._work_available = asyncio.Event()
@@ -227,7 +234,7 @@ class RunQueue:
     async def events(self, run_id: str) -> AsyncIterator[tuple[str, Any]]:
         """Every event of the run from the first, then new ones as any worker stores them,
         until the run ends."""
-        feed = _LocalFeed()
+        feed = _Feed()
         self._feeds.setdefault(run_id, []).append(feed)
         try:
             position, read = -1, True
@@ -253,8 +260,8 @@ class RunQueue:
                         self._changed.pop(run_id, None)
                         return
                 read = False
-                # What this replica's worker stored since, in order, without reading it back;
-                # a gap (another worker's attempt in between) is read from the database.
+                # What was handed over since, in order, without reading it back; a gap (an
+                # event too large for its notification, a lost notification) is read.
                 while feed.events and not read:
                     seq, event, data = feed.events.popleft()
                     if seq == position + 1:
@@ -265,15 +272,18 @@ class RunQueue:
                         read = True
                 if read:
                     continue
-                if feed.ended:  # its final status was committed after its last event
-                    return
+                if feed.ended:
+                    if feed.last is not None and position >= feed.last:
+                        return
+                    read = True  # its final status is there, and what came before it
+                    continue
                 try:
                     await asyncio.wait_for(changed.wait(), POLL_S)
                 except TimeoutError:
-                    read = True  # a lost notification, or a run no worker here executes
+                    read = True  # a lost notification
                 else:
-                    # While a worker here holds the run, every event it stores is handed
-                    # over here; the notification of one already taken needs no read.
+                    # Woken with nothing handed over: a notification that did not carry its
+                    # event, unless a worker here holds the run and handed it over already.
                     read = not feed.events and not feed.ended and run_id not in self._held
         finally:
             self._feeds[run_id].remove(feed)
@@ -438,8 +448,12 @@ class RunQueue:
         # One statement, so one round trip and its own transaction (the connection is in
         # autocommit): the event is stored, fenced by the lease, and notified at its commit.
         # A run sends an event per node; BEGIN, INSERT, NOTIFY, COMMIT were four trips each.
-        note = json.dumps({"kind": "event", "run_id": run_id})
         text = dumps(data)
+        note = json.dumps(
+            {"kind": "event", "run_id": run_id, "seq": seq, "event": event, "data": text}
+        )
+        if len(note.encode()) > NOTIFY_MAX_BYTES:
+            note = json.dumps({"kind": "event", "run_id": run_id})  # streams read it
         async with self.pool.connection() as connection:
             cursor = await connection.execute(
                 "WITH stored AS (INSERT INTO run_events (run_id, seq, event, data) "
@@ -456,7 +470,7 @@ class RunQueue:
     async def _settle(self, run_id: str, attempt: int, spec: RunSpec, outcome: RunOutcome) -> None:
         """Record how the run ended (unless its lease was lost), or hand it over when this
         replica is shutting down."""
-        ended = False
+        ended, last = False, None
         try:
             async with self.pool.connection() as connection, connection.transaction():
                 cursor = await connection.execute(
@@ -516,19 +530,26 @@ class RunQueue:
                     "UPDATE run_queue SET result=%s, lease_until=NULL WHERE run_id=%s",
                     (dumps(outcome.result()), run_id),
                 )
-                await connection.execute(
-                    "UPDATE runs SET status=%s, error=%s, updated_at=%s WHERE run_id=%s",
+                # The seq of the run's last event, which streams reading no more know they
+                # have all of the run when they are at.
+                cursor = await connection.execute(
+                    "UPDATE runs SET status=%s, error=%s, updated_at=%s WHERE run_id=%s "
+                    "RETURNING (SELECT COALESCE(MAX(seq), -1) FROM run_events "
+                    "WHERE run_id=%s) AS last",
                     (
                         outcome.status,
                         outcome.error["message"] if outcome.error else None,
                         now(),
                         run_id,
+                        run_id,
                     ),
                 )
-                await self._notify(connection, "done", run_id)
+                updated = await cursor.fetchone()
+                last = updated["last"] if updated else None
+                await self._notify(connection, "done", run_id, last=last)
                 ended = True
             if ended:
-                self._hand_over(run_id, None)
+                self._hand_over_end(run_id, last)
         except Exception:
             log.exception("recording the end of run %s failed", run_id)
 
@@ -603,24 +624,35 @@ class RunQueue:
                 log.warning("listening for run notifications failed (%s); retrying", exc)
                 await asyncio.sleep(POLL_S)
 
-    def _dispatch(self, note: dict[str, str]) -> None:
+    def _dispatch(self, note: dict[str, Any]) -> None:
         kind, run_id = note["kind"], note["run_id"]
         if kind in ("pending", "done"):
             self._work_available.set()  # a run to claim, or a thread free for the next one
         if kind == "cancel":
             self._cancel_here(run_id)
-        self._wake(run_id)
+        if kind == "event":  # only streams wait for events
+            if "data" in note:
+                self._hand_over(run_id, (note["seq"], note["event"], note["data"]))
+            elif run_id in self._feeds:
+                self._wake(run_id)
+        elif kind == "done" and "last" in note:
+            self._hand_over_end(run_id, note["last"])
+        else:
+            self._wake(run_id)
 
-    def _hand_over(self, run_id: str, event: tuple[int, str, str] | None) -> None:
-        """Give the streams open here an event this replica's worker committed, or (None)
-        the news that the run's final status is committed, after its last event."""
+    def _hand_over(self, run_id: str, event: tuple[int, str, str]) -> None:
+        """Give the streams open here an event known to be committed."""
         if feeds := self._feeds.get(run_id):
             for feed in feeds:
-                if event is None:
-                    feed.ended = True
-                else:
-                    feed.events.append(event)
+                feed.events.append(event)
             self._wake(run_id)
+
+    def _hand_over_end(self, run_id: str, last: int | None) -> None:
+        """Tell the streams open here that the run's final status is committed, after its
+        event ``last``."""
+        for feed in self._feeds.get(run_id, ()):
+            feed.ended, feed.last = True, last
+        self._wake(run_id)
 
     def _wake(self, run_id: str) -> None:
         """Wake whatever waits on the run here (streams, joins)."""
@@ -628,8 +660,8 @@ class RunQueue:
             changed.set()
 
     @staticmethod
-    async def _notify(connection: Any, kind: str, run_id: str) -> None:
-        payload = json.dumps({"kind": kind, "run_id": run_id})
+    async def _notify(connection: Any, kind: str, run_id: str, **extra: Any) -> None:
+        payload = json.dumps({"kind": kind, "run_id": run_id, **extra})
         await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
 
     async def _active_runs(

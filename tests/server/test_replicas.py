@@ -281,6 +281,12 @@ async def _streamed(queue, run_id: str, into: list) -> None:
         into.append(data["node"])
 
 
+def _carried(table: _EventsTable, seq: int) -> dict:
+    """The notification of an event that carries it."""
+    seq, event, data = table.store(seq)
+    return {"kind": "event", "run_id": "run", "seq": seq, "event": event, "data": data}
+
+
 async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_back():
     table = _EventsTable()
     queue = _queue_reading(table)
@@ -293,19 +299,42 @@ async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_
     for seq in range(1, 6):
         queue._hand_over("run", table.store(seq))
         await asyncio.sleep(0.01)
-        queue._dispatch({"kind": "event", "run_id": "run"})  # the notification, later
+        # Its notification, later, did not carry it (too large): no read, it was handed over.
+        queue._dispatch({"kind": "event", "run_id": "run"})
         await asyncio.sleep(0.01)
     table.status = "success"
-    queue._hand_over("run", None)
+    queue._hand_over_end("run", 5)
     await asyncio.wait_for(stream, 5)
     assert seen == [0, 1, 2, 3, 4, 5]
     assert table.reads == 1, "nothing handed over is read back, nor is the end"
     assert queue._feeds == {}
 
 
-async def test_a_stream_reads_what_another_worker_stored_between_this_one_s_events():
-    """Attempt 1 here, attempt 2 on another replica, attempt 3 here again: the events of
-    attempt 2 are read from the database, in order, once each."""
+async def test_a_stream_on_another_replica_takes_the_events_its_notifications_carry():
+    table = _EventsTable()
+    queue = _queue_reading(table)
+    seen: list[int] = []
+    stream = asyncio.create_task(_streamed(queue, "run", seen))
+    await asyncio.sleep(0.05)
+    for seq in range(3):
+        queue._dispatch(_carried(table, seq))
+        await asyncio.sleep(0.01)
+    assert seen == [0, 1, 2] and table.reads == 1
+    table.store(3)  # too large to carry: its notification names the run only
+    queue._dispatch({"kind": "event", "run_id": "run"})
+    await asyncio.sleep(0.01)
+    assert seen == [0, 1, 2, 3] and table.reads == 2
+    queue._dispatch(_carried(table, 4))
+    table.status = "success"
+    queue._dispatch({"kind": "done", "run_id": "run", "last": 4})
+    await asyncio.wait_for(stream, 5)
+    assert seen == [0, 1, 2, 3, 4] and table.reads == 2
+
+
+async def test_a_stream_reads_what_it_was_not_handed():
+    """Attempt 1 here, attempt 2 on another replica whose notifications were lost, attempt 3
+    here again, and an end whose last event never arrived: each missing event is read from
+    the database, in order, once."""
     table = _EventsTable()
     queue = _queue_reading(table)
     queue._held.add("run")
@@ -317,18 +346,18 @@ async def test_a_stream_reads_what_another_worker_stored_between_this_one_s_even
     queue._held.discard("run")  # the lease lost; another replica's worker goes on
     table.store(1)
     table.store(2)
-    queue._held.add("run")  # claimed here again before the notifications arrive
+    queue._held.add("run")  # claimed here again
     queue._hand_over("run", table.store(3))
     await asyncio.sleep(0.05)
     assert seen == [0, 1, 2, 3] and table.reads == 2, "the gap was read"
-    queue._hand_over("run", table.store(4))
+    table.store(4)
     table.status = "success"
-    queue._hand_over("run", None)
+    queue._hand_over_end("run", 4)
     await asyncio.wait_for(stream, 5)
-    assert seen == [0, 1, 2, 3, 4] and table.reads == 2
+    assert seen == [0, 1, 2, 3, 4] and table.reads == 3
 
 
-async def test_a_stream_beside_no_worker_reads_on_each_notification():
+async def test_a_stream_told_nothing_reads_on_each_notification_and_when_it_hears_none():
     table = _EventsTable()
     queue = _queue_reading(table)
     seen: list[int] = []
@@ -338,10 +367,14 @@ async def test_a_stream_beside_no_worker_reads_on_each_notification():
         table.store(seq)
         queue._dispatch({"kind": "event", "run_id": "run"})
         await asyncio.sleep(0.01)
-    table.status = "success"
+    assert seen == [0, 1, 2] and table.reads == 4
+    table.store(3)  # its notification lost; the run ended by a queue (no last event said)
+    await asyncio.sleep(1.2)
+    assert seen == [0, 1, 2, 3], "the poll read it"
+    table.status = "interrupted"
     queue._dispatch({"kind": "done", "run_id": "run"})
     await asyncio.wait_for(stream, 5)
-    assert seen == [0, 1, 2] and table.reads == 5
+    assert seen == [0, 1, 2, 3] and table.reads == 6
 
 
 async def test_runs_in_flight_survive_a_database_restart(chroma_url, tmp_path):
