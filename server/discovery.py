@@ -7,9 +7,11 @@ the run from a running server needs only the SDK (about 0.5; ``benchmarks.warm_s
 a digest of its settings), and ``ask`` routes through that server when the note is there, its
 process is alive and the settings are the same as the caller's (so the answer is the one
 ``ask`` would give itself). It also keeps two processes from opening the embedded Chroma store
-of one data dir at once. A note left by a killed server names a dead process, or a port nobody
-answers on: ``ask`` then runs in its own process, as without a server. ``ask --local`` always
-does.
+of one data dir at once. The server holds a lock on its note (``flock``) while it lives, which
+the kernel releases when the process ends however it ends: a note nobody holds was left by a
+killed server, even when its process id names another process since. ``ask`` then runs in its
+own process, as without a server, and so it does when the server's port does not answer.
+``ask --local`` always does.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from pathlib import Path
 
 from reflexrag.providers.settings import Settings
 
+try:
+    import fcntl
+except ImportError:  # Windows: a note's process id is all there is to go by
+    fcntl = None  # type: ignore[assignment]
+
 NOTE_NAME = "serve.json"
+
+_held_note: int | None = None
+"""The descriptor through which this process holds the lock on its note."""
 
 
 @dataclass(frozen=True)
@@ -58,38 +68,64 @@ def announce(settings: Settings, url: str) -> bool:
     """Leave the note for this process's server (readable by its owner only; replaced whole).
     False when the data dir cannot be written (a read-only one beside a shared database): the
     server serves all the same, and ``ask`` runs in its own process."""
+    global _held_note
     path = note_path(settings)
     body = {"url": url, "pid": os.getpid(), "settings": settings_digest(settings)}
     partial = path.with_name(f".{NOTE_NAME}.{os.getpid()}")
+    descriptor = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            json.dump(body, file)
+        os.write(descriptor, json.dumps(body).encode())
+        if fcntl is not None:  # locked before it is there to be read
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.replace(partial, path)
     except OSError:
+        if descriptor is not None:
+            os.close(descriptor)
         with contextlib.suppress(OSError):
             partial.unlink()
         return False
+    _held_note = descriptor
     return True
 
 
 def withdraw(settings: Settings) -> None:
     """Remove the note if this process left it (another server may have replaced it since)."""
+    global _held_note
     path = note_path(settings)
     with contextlib.suppress(OSError, ValueError):
         if json.loads(path.read_text()).get("pid") == os.getpid():
             path.unlink()
+    if _held_note is not None:
+        os.close(_held_note)
+        _held_note = None
 
 
-def _alive(pid: int) -> bool:
+def _held(path: Path, pid: int) -> bool:
+    """Whether the server that left the note still holds it (without ``flock``: whether a
+    process of its id is alive)."""
+    if fcntl is None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # someone else's process: alive, though not ours to signal
+        return True
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
         return False
-    except PermissionError:
-        return True  # someone else's process: alive, though not ours to signal
-    return True
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)  # and with it the lock, had it been free to take
+    return False
 
 
 def running_server(settings: Settings) -> RunningServer | None:
@@ -101,6 +137,6 @@ def running_server(settings: Settings) -> RunningServer | None:
         same = note["settings"] == settings_digest(settings)
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not same or server.pid == os.getpid() or not _alive(server.pid):
+    if not same or server.pid == os.getpid() or not _held(note_path(settings), server.pid):
         return None
     return server

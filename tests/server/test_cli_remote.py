@@ -206,24 +206,53 @@ def test_ask_streams_from_the_serve_running_on_its_data_dir_until_it_stops(tmp_p
     assert "asking" not in after.stderr and "langgraph.graph" in after.stdout
 
 
-def test_a_note_of_other_settings_or_of_a_dead_server_is_passed_over(tmp_path):
-    settings = Settings(data_dir=tmp_path)
-    exited = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+ANNOUNCE = (
+    "import sys, time; from pathlib import Path; from reflexrag.providers.settings import "
+    "Settings; from reflexrag.server.discovery import announce; "
+    "assert announce(Settings(data_dir=Path(sys.argv[1])), sys.argv[2]); "
+    "print('announced', flush=True); time.sleep(120)"
+)
+
+
+def announcing(data_dir: Path, url: str, **env: str) -> subprocess.Popen:
+    """A process that leaves its note in ``data_dir`` as ``reflexrag serve`` does, and holds
+    it until it ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", ANNOUNCE, str(data_dir), url],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    assert process.stdout.readline().strip() == "announced"
+    return process
+
+
+def test_a_note_of_other_settings_or_of_a_gone_server_is_passed_over(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    note = tmp_path / "serve.json"
+    url = "http://127.0.0.1:9"
+    other = announcing(tmp_path, url, REFLEXRAG_DEFAULT_KB="other-kb")
     try:
-        for pid, other in ((alive.pid, None), (int(exited.stdout), None), (alive.pid, "other-kb")):
-            differing = {"default_kb": other} if other else {}
-            digest = discovery.settings_digest(Settings(data_dir=tmp_path, **differing))
-            body = {"url": "http://127.0.0.1:9", "pid": pid, "settings": digest}
-            (tmp_path / "serve.json").write_text(json.dumps(body))
-            found = discovery.running_server(settings)
-            expected = pid == alive.pid and other is None
-            assert (found == discovery.RunningServer("http://127.0.0.1:9", alive.pid)) is expected
+        assert discovery.running_server(settings) is None, "other settings"
     finally:
-        alive.kill()
-        alive.wait()
+        other.kill()
+        other.wait()
+    server = announcing(tmp_path, url)
+    try:
+        assert discovery.running_server(settings) == discovery.RunningServer(url, server.pid)
+    finally:
+        server.kill()  # as SIGKILL leaves it: the note stays, nobody holds it
+        server.wait()
+    assert note.exists() and discovery.running_server(settings) is None
+    # Its process id given to another process since, which holds no note: still gone.
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        body = json.loads(note.read_text()) | {"pid": unrelated.pid}
+        note.write_text(json.dumps(body))
+        assert discovery.running_server(settings) is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
 
 
 def test_a_data_dir_that_cannot_be_written_gets_no_note_and_raises_nothing(tmp_path):
@@ -237,18 +266,12 @@ def test_a_data_dir_that_cannot_be_written_gets_no_note_and_raises_nothing(tmp_p
 async def test_a_note_naming_a_port_nobody_answers_on_is_answered_here(capsys):
     settings = get_settings()
     dead = f"http://127.0.0.1:{free_port()}"
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    note = settings.data_dir / "serve.json"
+    server = announcing(settings.data_dir, dead)
     try:
-        note.write_text(
-            json.dumps(
-                {"url": dead, "pid": alive.pid, "settings": discovery.settings_digest(settings)}
-            )
-        )
         code, out, err = await ask(capsys, "What is Corrective RAG?")
     finally:
-        note.unlink()
-        alive.kill()
-        alive.wait()
+        server.kill()
+        server.wait()
+        (settings.data_dir / "serve.json").unlink()
     assert code == 0 and out.splitlines()[-1].startswith("stop_reason: answered")
     assert f"cannot reach {dead}" in err and "answering here" in err
