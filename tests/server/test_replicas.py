@@ -281,6 +281,21 @@ async def _streamed(queue, run_id: str, into: list) -> None:
         into.append(data["node"])
 
 
+async def _stream_open(stored: int = 0, held: bool = False):
+    """A queue (its worker holding the run, if ``held``) with a stream of the run open, past
+    its first read of the ``stored`` events already there."""
+    table = _EventsTable()
+    queue = _queue_reading(table)
+    if held:
+        queue._held.add("run")
+    for seq in range(stored):
+        table.store(seq)
+    seen: list[int] = []
+    stream = asyncio.create_task(_streamed(queue, "run", seen))
+    await asyncio.sleep(0.05)
+    return table, queue, seen, stream
+
+
 def _carried(table: _EventsTable, seq: int) -> dict:
     """The notification of an event that carries it."""
     seq, event, data = table.store(seq)
@@ -288,13 +303,7 @@ def _carried(table: _EventsTable, seq: int) -> dict:
 
 
 async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_back():
-    table = _EventsTable()
-    queue = _queue_reading(table)
-    queue._held.add("run")
-    table.store(0)
-    seen: list[int] = []
-    stream = asyncio.create_task(_streamed(queue, "run", seen))
-    await asyncio.sleep(0.05)
+    table, queue, seen, stream = await _stream_open(stored=1, held=True)
     assert seen == [0] and table.reads == 1, "the first read catches up"
     for seq in range(1, 6):
         queue._hand_over("run", table.store(seq))
@@ -311,11 +320,7 @@ async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_
 
 
 async def test_a_stream_on_another_replica_takes_the_events_its_notifications_carry():
-    table = _EventsTable()
-    queue = _queue_reading(table)
-    seen: list[int] = []
-    stream = asyncio.create_task(_streamed(queue, "run", seen))
-    await asyncio.sleep(0.05)
+    table, queue, seen, stream = await _stream_open()
     for seq in range(3):
         queue._dispatch(_carried(table, seq))
         await asyncio.sleep(0.01)
@@ -335,12 +340,7 @@ async def test_a_stream_reads_what_it_was_not_handed():
     """Attempt 1 here, attempt 2 on another replica whose notifications were lost, attempt 3
     here again, and an end whose last event never arrived: each missing event is read from
     the database, in order, once."""
-    table = _EventsTable()
-    queue = _queue_reading(table)
-    queue._held.add("run")
-    seen: list[int] = []
-    stream = asyncio.create_task(_streamed(queue, "run", seen))
-    await asyncio.sleep(0.05)
+    table, queue, seen, stream = await _stream_open(held=True)
     queue._hand_over("run", table.store(0))
     await asyncio.sleep(0.01)
     queue._held.discard("run")  # the lease lost; another replica's worker goes on
@@ -358,11 +358,7 @@ async def test_a_stream_reads_what_it_was_not_handed():
 
 
 async def test_a_stream_told_nothing_reads_on_each_notification_and_when_it_hears_none():
-    table = _EventsTable()
-    queue = _queue_reading(table)
-    seen: list[int] = []
-    stream = asyncio.create_task(_streamed(queue, "run", seen))
-    await asyncio.sleep(0.05)
+    table, queue, seen, stream = await _stream_open()
     for seq in range(3):
         table.store(seq)
         queue._dispatch({"kind": "event", "run_id": "run"})
