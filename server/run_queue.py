@@ -58,7 +58,7 @@ from reflexrag.server.run_manager import (
     latest_checkpoint_id,
 )
 from reflexrag.server.serialize import dumps
-from reflexrag.server.store import INSERT_RUN, ServiceStore, now, postgres_sql
+from reflexrag.server.store import INSERT_RUN, ServiceStore, now, postgres_sql, run_record
 
 log = logging.getLogger("reflexrag.server")
 
@@ -209,7 +209,8 @@ class RunQueue:
                         await self._request_cancel(connection, run["run_id"])
                         rollback_of = run["run_id"]
             row = spec.run_row(run_id)
-            await connection.execute(postgres_sql(INSERT_RUN, row), row)
+            cursor = await connection.execute(f"{postgres_sql(INSERT_RUN, row)} RETURNING *", row)
+            record = run_record(await cursor.fetchone())
             await connection.execute(
                 "INSERT INTO run_queue (run_id, graph_thread, spec, rollback_of) "
                 "VALUES (%s, %s, %s, %s)",
@@ -221,7 +222,7 @@ class RunQueue:
                 ),
             )
             await self._notify(connection, "pending", run_id)
-        return await self.store.get_run(run_id, spec.owner)  # type: ignore[return-value]
+        return record
 
     async def busy(self, graph_thread: str) -> bool:
         async with self.pool.connection() as connection:
@@ -382,7 +383,8 @@ class RunQueue:
             await self.store.update_thread(
                 spec.thread_id, spec.owner, status="busy", graph_id=spec.graph_id
             )
-            sequence = await self._next_sequence(run_id)
+            # A run that had not started has no events yet.
+            sequence = await self._next_sequence(run_id) if row["started"] else 0
 
             async def publish(event: str, data: Any) -> None:
                 nonlocal sequence

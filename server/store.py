@@ -279,7 +279,8 @@ def run_row(
     )
 
 
-def _run(row: dict[str, Any]) -> dict[str, Any]:
+def run_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``runs`` row as the API shows it."""
     return {
         "run_id": row["run_id"],
         "thread_id": row["thread_id"],
@@ -484,14 +485,14 @@ class ServiceStore:
         row = await self.db.fetchone(
             "SELECT * FROM runs WHERE run_id=? AND owner=?", (run_id, owner)
         )
-        return _run(row) if row else None
+        return run_record(row) if row else None
 
     async def list_runs(self, thread_id: str, owner: str, limit: int) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
             "SELECT * FROM runs WHERE thread_id=? AND owner=? ORDER BY created_at DESC LIMIT ?",
             (thread_id, owner, limit),
         )
-        return [_run(row) for row in rows]
+        return [run_record(row) for row in rows]
 
     async def delete_run(self, run_id: str, owner: str) -> None:
         await self.db.execute("DELETE FROM runs WHERE run_id=? AND owner=?", (run_id, owner))
