@@ -12,6 +12,10 @@ runs per second, p50/p99 latency, and the CPU seconds a run of the replicas and 
 default (SQLite, Chroma in its process) measured the same way first.
 
     python -m reflexrag.benchmarks.replicas [--runs 50] [--replicas 1,2] [--strategy self_rag]
+                                            [--repeat N]
+
+``--repeat N`` measures N times and then prints each setup's mean and range: on two cores one
+measurement's ratio moves by about a tenth.
 
 On one machine the replicas share its cores: the ratio shows what a second process buys there
 (and that the run queue costs little); on separate machines each brings its own.
@@ -154,7 +158,26 @@ def serve(
     return urls, pids
 
 
-def main(runs: int, counts: list[int], strategy: str, slots: int) -> None:
+def main(runs: int, counts: list[int], strategy: str, slots: int, repeat: int = 1) -> None:
+    """Measure ``repeat`` times; past one, also the mean and range of each setup's ratios."""
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for _ in range(repeat):
+        for setup, count, ratio in measure_all(runs, counts, strategy, slots):
+            ratios.setdefault((setup, count), []).append(ratio)
+    if repeat > 1:
+        print(f"CPU/run vs embedded over {repeat} measurements: mean (range)")
+        for (setup, count), values in ratios.items():
+            print(
+                f"- {setup}, {count} replica(s): {statistics.mean(values):.2f}× "
+                f"({min(values):.2f}–{max(values):.2f})"
+            )
+
+
+def measure_all(
+    runs: int, counts: list[int], strategy: str, slots: int
+) -> list[tuple[str, int, float]]:
+    """One measurement of every setup, printed as a table; each setup's CPU a run against
+    the embedded one's."""
     print(
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start; {runs} concurrent "
         f"streamed {strategy} runs, local judges, {slots} worker slots per replica"
@@ -193,6 +216,9 @@ def main(runs: int, counts: list[int], strategy: str, slots: int) -> None:
             f"| {everything / runs:.3f} | {everything / runs / embedded_cpu:.2f}× |"
         )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
+    return [
+        (setup, count, everything / runs / embedded_cpu) for setup, count, *_, everything in rows
+    ]
 
 
 if __name__ == "__main__":
@@ -201,5 +227,9 @@ if __name__ == "__main__":
     parser.add_argument("--replicas", default="1,2", help="replica counts, comma-separated")
     parser.add_argument("--strategy", default="self_rag")
     parser.add_argument("--slots", type=int, default=8, help="REFLEXRAG_WORKER_SLOTS")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measurements; on two cores one moves by a tenth"
+    )
     args = parser.parse_args()
-    main(args.runs, [int(n) for n in args.replicas.split(",")], args.strategy, args.slots)
+    counts = [int(n) for n in args.replicas.split(",")]
+    main(args.runs, counts, args.strategy, args.slots, args.repeat)
