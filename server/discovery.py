@@ -86,6 +86,8 @@ def announce(settings: Settings, url: str) -> bool:
         with contextlib.suppress(OSError):
             partial.unlink()
         return False
+    if _held_note is not None:  # announced again: the note before this one is gone
+        os.close(_held_note)
     _held_note = descriptor
     return True
 

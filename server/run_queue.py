@@ -532,8 +532,7 @@ class RunQueue:
                     "UPDATE run_queue SET result=%s, lease_until=NULL WHERE run_id=%s",
                     (dumps(outcome.result()), run_id),
                 )
-                # The seq of the run's last event, which streams reading no more know they
-                # have all of the run when they are at.
+                # The seq of the run's last event: a stream that has it has the whole run.
                 cursor = await connection.execute(
                     "UPDATE runs SET status=%s, error=%s, updated_at=%s WHERE run_id=%s "
                     "RETURNING (SELECT COALESCE(MAX(seq), -1) FROM run_events "
