@@ -275,6 +275,7 @@ class RunQueue:
                     continue
                 if feed.ended:
                     if feed.last is not None and position >= feed.last:
+                        self._changed.pop(run_id, None)
                         return
                     read = True  # its final status is there, and what came before it
                     continue

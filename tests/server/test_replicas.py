@@ -316,7 +316,7 @@ async def test_a_stream_beside_the_worker_takes_its_events_without_reading_them_
     await asyncio.wait_for(stream, 5)
     assert seen == [0, 1, 2, 3, 4, 5]
     assert table.reads == 1, "nothing handed over is read back, nor is the end"
-    assert queue._feeds == {}
+    assert queue._feeds == {} and queue._changed == {}, "nothing of the run is left here"
 
 
 async def test_a_stream_on_another_replica_takes_the_events_its_notifications_carry():
