@@ -18,6 +18,15 @@ fitted without.
 ``sweep`` chooses the reader's discount factors the same way (``UNMENTIONED_FACTOR`` with
 ``--rule unmentioned``, ``UNASKED_FACTOR`` with ``--rule unasked``): held-out truthfulness at
 each factor.
+
+Any other constant of the reader is chosen by dumping once per value and comparing the dumps:
+
+    python -m reflexrag.benchmarks.answer_model dump --reader KIND_BONUS=0.3 --set … --out b.jsonl
+    python -m reflexrag.benchmarks.answer_model choose shipped=a.jsonl 0.3=b.jsonl …
+
+``--reader NAME=VALUE`` sets a numeric constant of :mod:`nodes.judges.local` (or ``TOP_K``,
+how many chunks naive reads) for the dump; ``choose`` reads each set with models fitted on the
+other four, per dump, and lets each fold choose the dump best on its other four sets.
 """
 
 from __future__ import annotations
@@ -83,6 +92,19 @@ async def dump_set(name: str, qa: Path, corpus: Path, directory: Path) -> list[d
             }
         )
     return rows
+
+
+def set_reader_constant(assignment: str) -> None:
+    """``NAME=VALUE``: a numeric constant of the local reader (``TOP_K``: the chunks read)."""
+    global TOP_K
+    name, _, value = assignment.partition("=")
+    if name == "TOP_K":
+        TOP_K = int(value)
+        return
+    current = getattr(local, name, None)
+    if isinstance(current, bool) or not isinstance(current, int | float):
+        raise SystemExit(f"answer_model: {name!r} is not a numeric constant of the reader")
+    setattr(local, name, type(current)(float(value)))
 
 
 async def dump(sets: list[tuple[str, Path, Path]], out: Path) -> None:
@@ -276,6 +298,12 @@ def fit(rows_path: Path, folds: Path | None, write: bool) -> list[dict[str, Any]
 FACTORS = (1.0, 0.85, 0.7, 0.5, 0.25, 0.0)
 
 
+def first_best(scores: dict[Any, float]) -> Any:
+    """The first key whose score is the best (to rounding): ties go to the earlier one."""
+    best = max(scores.values())
+    return next(key for key, score in scores.items() if score >= best - 1e-9)
+
+
 def _gated_truthfulness(
     models: AnswerModels, rule: str, held: list[dict[str, Any]], factor: float
 ) -> float:
@@ -296,12 +324,13 @@ def sweep(
     for name in sets:
         models = fit_models([row for row in rows if row["set"] != name])
         scored = functools.partial(_gated_truthfulness, models, rule)
-        others = {
-            factor: statistics.fmean(scored(by_set[o], factor) for o in sets if o != name)
-            for factor in FACTORS
-        }
-        best = max(others.values())
-        chosen = max(f for f in FACTORS if others[f] >= best - 1e-9)
+        # FACTORS runs from the mildest: a tie goes to the mildest factor.
+        chosen = first_best(
+            {
+                factor: statistics.fmean(scored(by_set[o], factor) for o in sets if o != name)
+                for factor in FACTORS
+            }
+        )
         for label, held in [
             (name, by_set[name]),
             *(
@@ -314,6 +343,33 @@ def sweep(
             report.update({f"f={f}": scored(held, f) for f in FACTORS})
             report["chosen"] = chosen if label == name else None
             reports.append(report)
+    return reports
+
+
+def choose(dumps: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """Held out, the gated truthfulness of each dump (one value of a reader constant) on each
+    set, read with the models fitted on the other sets of that dump, and the dump each fold
+    chooses: the best mean over its other sets (each weighing the same), the first listed
+    on a tie, so list the shipped value first."""
+    labels = [label for label, _ in dumps]
+    sets = list(dict.fromkeys(row["set"] for row in dumps[0][1]))
+    held: dict[tuple[str, str], float] = {}
+    for label, rows in dumps:
+        for name in sets:
+            models = fit_models([row for row in rows if row["set"] != name])
+            held[label, name] = statistics.fmean(
+                truthfulness(row, models) for row in rows if row["set"] == name
+            )
+    reports = []
+    for name in sets:
+        chosen = first_best(
+            {label: statistics.fmean(held[label, o] for o in sets if o != name) for label in labels}
+        )
+        report: dict[str, Any] = {"set": name}
+        report.update({label: held[label, name] for label in labels})
+        report["chosen"] = chosen
+        report["held_out"] = held[chosen, name]
+        reports.append(report)
     return reports
 
 
@@ -352,6 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         "--set", nargs=3, action="append", metavar=("NAME", "QA", "CORPUS"), required=True
     )
     dumping.add_argument("--out", type=Path, required=True)
+    dumping.add_argument(
+        "--reader",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="read with this constant of nodes/judges/local.py (or TOP_K) set",
+    )
     fitting = commands.add_parser("fit", help="fit leave-one-set-out, report, write")
     fitting.add_argument("rows", type=Path)
     fitting.add_argument("--folds", type=Path, help="write each fold's model here")
@@ -362,10 +425,24 @@ def main(argv: list[str] | None = None) -> int:
     sweeping.add_argument("rows", type=Path)
     sweeping.add_argument("--stress", type=Path, help="rows of sets built from shared ones")
     sweeping.add_argument("--rule", choices=sorted(DISCOUNTS), default="unmentioned")
+    choosing = commands.add_parser(
+        "choose", help="held-out truthfulness per dump, and each fold's choice among them"
+    )
+    choosing.add_argument("dumps", nargs="+", metavar="LABEL=ROWS")
     args = parser.parse_args(argv)
     if args.command == "dump":
+        for assignment in args.reader:
+            set_reader_constant(assignment)
         sets = [(name, Path(qa), Path(corpus)) for name, qa, corpus in args.set]
         asyncio.run(dump(sets, args.out))
+    elif args.command == "choose":
+        dumps = [
+            (label, read_rows(Path(path)))
+            for label, _, path in (d.partition("=") for d in args.dumps)
+        ]
+        columns = [(label, label) for label, _ in dumps]
+        columns += [("chosen", "fold's choice"), ("held_out", "held out, chosen")]
+        print(markdown_table(choose(dumps), columns, "held-out set"))
     elif args.command == "sweep":
         stress = read_rows(args.stress) if args.stress else []
         columns = [("hit", "hit"), *((f"f={f}", f"f={f}") for f in FACTORS)]

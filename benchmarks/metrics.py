@@ -137,7 +137,7 @@ def markdown_table(
 ) -> str:
     """``reports`` as a Markdown table: one row per report, named by its ``set``, then the
     ``columns`` (key, heading); None shows as "–", integers as they are, other numbers to
-    three decimals."""
+    three decimals, strings as they are."""
     lines = [
         f"| {first} | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---:|" * len(columns),
@@ -147,7 +147,7 @@ def markdown_table(
             "–"
             if report[key] is None
             else str(report[key])
-            if isinstance(report[key], int)
+            if isinstance(report[key], int | str)
             else f"{report[key]:.3f}"
             for key, _ in columns
         ]

@@ -264,3 +264,45 @@ def test_the_sweep_chooses_the_mildest_best_factor_and_reads_stress_sets_by_fold
     assert reports["c"]["f=0.5"] == 0.25 and reports["c"]["hit"] == 3
     assert reports["a-swapped"]["f=1.0"] == -1.0 and reports["a-swapped"]["f=0.5"] == 1.0
     assert reports["a-swapped"]["chosen"] is None
+
+
+def test_choose_reads_each_dump_held_out_and_each_fold_picks_the_best_on_its_other_sets(
+    monkeypatch,
+):
+    # P ≥ 0.5 exactly when match ≥ 0.5: each row is answered when its match is.
+    sure = Logistic(("match",), (10.0,), 0.0, (0.5,), (1.0,))
+    monkeypatch.setattr(fitting, "fit_models", lambda rows: AnswerModels(sure, sure, None))
+
+    def row(name: str, match: float, answers: bool) -> dict:
+        features = {"match": match, "cosine": match}
+        return {
+            "set": name,
+            "answerable": True,
+            "features": features,
+            "answers": answers,
+            "span": False,
+        }
+
+    # Held out, the shipped reading scores -1, +1 and 0 on "a", "b" and "c" (a wrong answer,
+    # a right one, an abstention), the other one 0, 0 and +1.
+    shipped = [row("a", 0.8, False), row("b", 0.8, True), row("c", 0.2, True)]
+    other = [row("a", 0.2, False), row("b", 0.2, True), row("c", 0.8, True)]
+    reports = {r["set"]: r for r in fitting.choose([("shipped", shipped), ("other", other)])}
+    assert [reports[n]["shipped"] for n in "abc"] == [-1.0, 1.0, 0.0]
+    assert [reports[n]["other"] for n in "abc"] == [0.0, 0.0, 1.0]
+    # Each fold chooses by its other two sets: "b" by -0.5 against 0.5; "a" (0.5 each) and
+    # "c" (0.0 each) are ties, which go to the shipped value, listed first.
+    assert [reports[n]["chosen"] for n in "abc"] == ["shipped", "other", "shipped"]
+    assert [reports[n]["held_out"] for n in "abc"] == [-1.0, 0.0, 0.0]
+
+
+def test_a_dump_reads_with_a_reader_constant_set_and_refuses_an_unknown_one(monkeypatch):
+    monkeypatch.setattr(local, "KIND_BONUS", local.KIND_BONUS)
+    monkeypatch.setattr(fitting, "TOP_K", fitting.TOP_K)
+    fitting.set_reader_constant("KIND_BONUS=0.3")
+    fitting.set_reader_constant("TOP_K=6")
+    assert local.KIND_BONUS == 0.3 and fitting.TOP_K == 6
+    with pytest.raises(SystemExit, match="not a numeric constant"):
+        fitting.set_reader_constant("ExtractiveGenerator=1")
+    with pytest.raises(SystemExit, match="not a numeric constant"):
+        fitting.set_reader_constant("NO_SUCH_CONSTANT=1")
