@@ -22,6 +22,7 @@ from reflexrag.nodes.judges.spans import (
     answer_span,
     full_name,
     has_kind,
+    holds_kind,
     names_in,
     question_focus,
 )
@@ -91,6 +92,38 @@ def test_the_main_question_word_decides_what_is_asked(question, kind):
 )
 def test_a_date_or_a_time_of_day_answers_when(text, held):
     assert has_kind("date", text) is held
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "held"),
+    [
+        ("湖北地质学院在哪一年迁校？", "9月2日，学院迁往江陵。", False),
+        ("湖北地质学院在哪一年迁校？", "1972年8月9日，学院迁往江陵。", True),
+        ("湖北地质学院在哪一年迁校？", "一九七二年，学院迁往江陵。", True),
+        ("湖北地質學院在哪一年遷校？", "民國61年，學院遷往江陵。", True),
+        ("湖北地质学院在哪一年迁校？", "三年后，学院迁往江陵。", False),
+        ("In what year did the college move?", "The college moved on 2 September.", False),
+        ("In what year did the college move?", "The college moved in 1972.", True),
+        # "When" is answered by any date, a day and a month too.
+        ("学院何时迁校？", "9月2日，学院迁往江陵。", True),
+    ],
+)
+def test_a_question_asking_which_year_wants_a_year_not_a_day(question, text, held):
+    assert holds_kind(question, text) is held
+
+
+async def test_which_year_is_answered_by_the_sentence_with_the_year_not_the_day():
+    # The first sentence matches the question's words best, but says only the day and month.
+    college = Document(
+        id="college#0",
+        page_content="9月2日，省政府同意地质学院在江陵建校。1972年，地质学院在江陵建校并开始招生。",
+        metadata={"doc_id": "college", "title": "地质学院"},
+    )
+    question = "省政府在哪一年同意地质学院在江陵建校？"
+    answer = await ExtractiveGenerator(FakeEmbeddings(), max_sentences=1).generate(
+        question, [college]
+    )
+    assert "1972年" in f"{answer.text} {answer.quote}"
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,12 @@ async def test_usefulness_checks_the_answer_type():
     dated = await judge.grade_usefulness("When did Tesla die?", "Tesla died on 7 January 1943.")
     undated = await judge.grade_usefulness("When did Tesla die?", "Tesla was a showman.")
     assert dated.useful and not undated.useful
+    # Asked which year, a day and a month are no answer: the loop looks further.
+    question = "In what year did Tesla die?"
+    day = await judge.grade_usefulness(question, "Tesla died on 7 January in New York.")
+    year = await judge.grade_usefulness(question, "Tesla died on 7 January 1943 in New York.")
+    assert not day.useful and day.reason == "expected a year, the answer has none"
+    assert year.useful
 
 
 async def test_retrieval_rules():

@@ -51,9 +51,11 @@ from reflexrag.nodes.judges.spans import (
     POSSESSIVE_RE,
     QUESTION_WORD_RE,
     answer_span,
+    asked_kind,
     defined_term,
     full_name,
     has_kind,
+    holds_kind,
     holds_words,
     names_in,
     question_focus,
@@ -236,11 +238,10 @@ class LocalJudge:
     @off_the_loop
     def grade_documents(self, question: str, documents: Sequence[Document]) -> list[RelevanceGrade]:
         """On topic is not enough: a chunk that holds nothing of the kind asked for (no date
-        for "when", no number for "how many") scores lower."""
+        for "when", no year for "which year", no number for "how many") scores lower."""
         texts = [document_text(doc) for doc in documents]
-        focus = question_focus(question)
         scores = self.scorer.scores(question, texts) * np.array(
-            [1.0 if has_kind(focus.kind, text) else MISSING_KIND_FACTOR for text in texts]
+            [1.0 if holds_kind(question, text) else MISSING_KIND_FACTOR for text in texts]
         )
         for _ in documents:
             record(self.backend, "grader")
@@ -278,9 +279,9 @@ class LocalJudge:
     def grade_usefulness(self, question: str, answer: str) -> UsefulnessGrade:
         """Right kind of answer (a date for "when", a number for "how many") and on topic."""
         record(self.backend, "grader")
-        focus = question_focus(question)
-        if not has_kind(focus.kind, answer):
-            return UsefulnessGrade(False, 0.0, f"expected a {focus.kind}, the answer has none")
+        if not holds_kind(question, answer):
+            wanted = asked_kind(question)
+            return UsefulnessGrade(False, 0.0, f"expected a {wanted}, the answer has none")
         score = float(self.scorer.scores(question, [answer])[0])
         useful = score >= USEFUL_THRESHOLD
         return UsefulnessGrade(useful, round(score, 4), "on topic" if useful else "off topic")
@@ -354,7 +355,7 @@ class LocalJudge:
             sum(name.lower() in lowered for name in names) / len(names) if names else term_share
         )
         completeness = 1 + round(9 * (term_share + name_share) / 2) if draft else 1
-        if not has_kind(question_focus(question).kind, draft):
+        if not holds_kind(question, draft):
             completeness = min(completeness, 5)
         features = complexity_features(question)
         sources = {doc.metadata.get("doc_id", doc.id) for doc in context}
@@ -541,7 +542,7 @@ class ExtractiveGenerator:
         # which usually repeats the documents: each chunk is read once.
         quotable = {doc.id for doc in documents if doc.id is not None}
         read = [*documents, *(doc for doc in background if doc.id not in quotable)]
-        bonus = np.array([KIND_BONUS if has_kind(focus.kind, s) else 0.0 for s, _ in candidates])
+        bonus = np.array([KIND_BONUS if holds_kind(question, s) else 0.0 for s, _ in candidates])
         # What the question asks *about* its subject ("导演" of 霸王别姬) is told by its words
         # that no document's title says; a sentence holding none of them is about the subject
         # without answering ("《霸王别姬》是一部1993年的中国电影。" for who directed it).
@@ -719,7 +720,6 @@ class ExtractiveGenerator:
         sentence's terms, as :meth:`generate` read them."""
         chosen, sureness = [], []
         for n, part in enumerate(parts):
-            kind = question_focus(part).kind
             part_scores, part_cosines = self.scorer.scored(part, readings)
             within = (part_scores + scores) / 2
             # What tells the parts apart is their own words ("sale", "cost"; 主演), in the
@@ -729,13 +729,13 @@ class ExtractiveGenerator:
             others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
             asked = asked_coverage(terms(part), others, held)
             within = within * (PART_WORDS_FLOOR + (1 - PART_WORDS_FLOOR) * asked)
-            bonus = np.array([KIND_BONUS if has_kind(kind, s) else 0.0 for s, _ in candidates])
+            bonus = np.array([KIND_BONUS if holds_kind(part, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
             # A sentence a rejected answer stood on answers no part again, while others do.
             best = int(next((i for i in ranked if i not in passed), ranked[0]))
             sentence = candidates[best][0]
             match = float(self.support(part, [readings[best]], part_scores[[best]])[0])
-            if not has_kind(kind, sentence) or not same_polarity(part, sentence):
+            if not holds_kind(part, sentence) or not same_polarity(part, sentence):
                 match *= MISSING_KIND_FACTOR
             features = answer_features(match, part_cosines[best])
             sure = match if (models := answer_models()) is None else models.sureness(features)

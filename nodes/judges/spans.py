@@ -223,6 +223,21 @@ def has_kind(kind: str, text: str) -> bool:
     return True
 
 
+def asked_kind(question: str) -> str:
+    """The kind of thing ``question`` asks for: its focus's kind, or "year" for a date
+    question asking which year."""
+    kind = question_focus(question).kind
+    return "year" if kind == "date" and _YEAR_Q_RE.search(question) else kind
+
+
+def holds_kind(question: str, text: str) -> bool:
+    """Whether ``text`` holds the kind of thing ``question`` asks for, as :func:`has_kind`
+    tells; a question asking which year wants a year, and a day and month are not one
+    ("9月2日" for 在哪一年, "on 2 September" for "in what year")."""
+    kind = asked_kind(question)
+    return bool(_YEAR_RE.search(text)) if kind == "year" else has_kind(kind, text)
+
+
 POSSESSIVE_RE = re.compile(r"['’]s?$")
 """The possessive ending of a name ("Altman’s", "Jones'")."""
 
@@ -599,7 +614,11 @@ def _coordination(
 _YEAR_Q_RE = re.compile(
     r"哪一?年|何年|[幾几]年|年份|\b(?:what|which|in what|in which) year\b", re.IGNORECASE
 )
-_YEAR_RE = re.compile(r"(?:公元前?|西元前?)?\d{3,4}\s*年|\b(?:1[0-9]|20)\d{2}\b")
+_YEAR_RE = re.compile(
+    r"(?:公元前?|西元前?)?\d{3,4}\s*年|\b(?:1[0-9]|20)\d{2}\b"
+    # A year in Chinese numerals (一九七二年), or of the Republic of China's era (民國61年).
+    r"|[一二三四五六七八九〇零○]{4}\s*年|民[國国]\s*[\d一二三四五六七八九十百]+\s*年"
+)
 
 
 def answer_span(question: str, sentence: str) -> Span:
