@@ -99,12 +99,17 @@ def set_reader_constant(assignment: str) -> None:
     global TOP_K
     name, _, value = assignment.partition("=")
     if name == "TOP_K":
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"answer_model: TOP_K needs a whole number of chunks, not {value!r}")
         TOP_K = int(value)
         return
     current = getattr(local, name, None)
     if isinstance(current, bool) or not isinstance(current, int | float):
         raise SystemExit(f"answer_model: {name!r} is not a numeric constant of the reader")
-    setattr(local, name, type(current)(float(value)))
+    try:
+        setattr(local, name, type(current)(float(value)))
+    except ValueError:
+        raise SystemExit(f"answer_model: {name} needs a number, not {value!r}") from None
 
 
 async def dump(sets: list[tuple[str, Path, Path]], out: Path) -> None:
@@ -436,10 +441,11 @@ def main(argv: list[str] | None = None) -> int:
         sets = [(name, Path(qa), Path(corpus)) for name, qa, corpus in args.set]
         asyncio.run(dump(sets, args.out))
     elif args.command == "choose":
-        dumps = [
-            (label, read_rows(Path(path)))
-            for label, _, path in (d.partition("=") for d in args.dumps)
-        ]
+        named = [dump.partition("=") for dump in args.dumps]
+        for label, _, path in named:
+            if not label or not Path(path).is_file():
+                parser.error(f"{label}={path}: give each dump as LABEL=ROWS, ROWS a dump's file")
+        dumps = [(label, read_rows(Path(path))) for label, _, path in named]
         columns = [(label, label) for label, _ in dumps]
         columns += [("chosen", "fold's choice"), ("held_out", "held out, chosen")]
         print(markdown_table(choose(dumps), columns, "held-out set"))

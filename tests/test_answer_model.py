@@ -306,3 +306,14 @@ def test_a_dump_reads_with_a_reader_constant_set_and_refuses_an_unknown_one(monk
         fitting.set_reader_constant("ExtractiveGenerator=1")
     with pytest.raises(SystemExit, match="not a numeric constant"):
         fitting.set_reader_constant("NO_SUCH_CONSTANT=1")
+    with pytest.raises(SystemExit, match="needs a number"):
+        fitting.set_reader_constant("KIND_BONUS=high")
+    with pytest.raises(SystemExit, match="whole number"):
+        fitting.set_reader_constant("TOP_K=0")
+    assert local.KIND_BONUS == 0.3 and fitting.TOP_K == 6
+
+
+def test_choose_refuses_a_dump_not_given_as_label_and_file(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        fitting.main(["choose", str(tmp_path / "rows.jsonl")])
+    assert exited.value.code == 2 and "LABEL=ROWS" in capsys.readouterr().err
