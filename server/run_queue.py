@@ -124,6 +124,11 @@ class LeaseLostError(Exception):
     """Another worker holds the run now."""
 
 
+def _note(kind: str, run_id: str, **extra: Any) -> str:
+    """A notification's payload on ``CHANNEL``, as :meth:`RunQueue._dispatch` reads it."""
+    return json.dumps({"kind": kind, "run_id": run_id, **extra})
+
+
 @dataclass
 class _Feed:
     """What a stream open here is handed without reading it: the run's events (seq, event,
@@ -452,11 +457,9 @@ class RunQueue:
         # autocommit): the event is stored, fenced by the lease, and notified at its commit.
         # A run sends an event per node; BEGIN, INSERT, NOTIFY, COMMIT were four trips each.
         text = dumps(data)
-        note = json.dumps(
-            {"kind": "event", "run_id": run_id, "seq": seq, "event": event, "data": text}
-        )
+        note = _note("event", run_id, seq=seq, event=event, data=text)
         if len(note.encode()) > NOTIFY_MAX_BYTES:
-            note = json.dumps({"kind": "event", "run_id": run_id})  # streams read it
+            note = _note("event", run_id)  # streams read it
         async with self.pool.connection() as connection:
             cursor = await connection.execute(
                 "WITH stored AS (INSERT INTO run_events (run_id, seq, event, data) "
@@ -663,8 +666,9 @@ class RunQueue:
 
     @staticmethod
     async def _notify(connection: Any, kind: str, run_id: str, **extra: Any) -> None:
-        payload = json.dumps({"kind": kind, "run_id": run_id, **extra})
-        await connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        await connection.execute(
+            "SELECT pg_notify(%s, %s)", (CHANNEL, _note(kind, run_id, **extra))
+        )
 
     async def _active_runs(
         self, connection: Any, graph_thread: str, besides: str = ""

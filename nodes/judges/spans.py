@@ -629,8 +629,7 @@ def answer_span(question: str, sentence: str) -> Span:
         return Span(sentence, 0.5)
     span = _short_span(question, sentence, focus)
     # "Which year": the year of a full date.
-    asks_year = focus.kind == "date" and _YEAR_Q_RE.search(question)
-    if asks_year and (year := _YEAR_RE.search(span.text)):
+    if asked_kind(question) == "year" and (year := _YEAR_RE.search(span.text)):
         return Span(year.group(0), span.score)
     return span
 
