@@ -131,25 +131,44 @@ def _split_line(line: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in parts if part.strip())
 
 
-# A hard-wrapped line goes on when it stops mid-sentence (on a word or a comma) and the next
-# starts with a lower-case word: "The buffer zone includes" / "access areas for …".
-_OPEN_LINE_END_RE = re.compile(r"[A-Za-z,]\s*$")
-_CONTINUED_LINE_RE = re.compile(r"\s*[a-z][a-z'’-]*\s")
+# A hard-wrapped line goes on when it stops mid-sentence (on no sentence punctuation) and the
+# next starts with a lower-case letter: "The buffer zone includes" / "access areas for …",
+# "semicontaminated," / "buffer, and clean areas". A page number printed between the two
+# halves (a line holding only a number) is dropped, as a PDF's text layer leaves it there.
+_CLOSED_LINE_END_RE = re.compile(r"[.!?:;。！？；：…]['\"’”)\]]*\s*$")
+_CONTINUED_LINE_RE = re.compile(r"\s*[a-z]")
+_PAGE_NUMBER_RE = re.compile(r"\s*\d{1,4}\s*$")
+
+
+def _goes_on(line: str, next_line: str) -> bool:
+    return (
+        bool(line.strip())
+        and not _CLOSED_LINE_END_RE.search(line)
+        and bool(_CONTINUED_LINE_RE.match(next_line))
+        and " | " not in line + next_line  # table rows stay rows
+    )
 
 
 def unwrapped_lines(text: str) -> list[str]:
     """The text's lines, with hard-wrapped sentences joined back into one line."""
     lines: list[str] = []
-    for line in text.splitlines():
+    raw = text.splitlines()
+    index = 0
+    while index < len(raw):
+        line = raw[index]
         if (
             lines
-            and _OPEN_LINE_END_RE.search(lines[-1])
-            and _CONTINUED_LINE_RE.match(line)
-            and " | " not in lines[-1] + line  # table rows stay rows
+            and _PAGE_NUMBER_RE.match(line)
+            and index + 1 < len(raw)
+            and _goes_on(lines[-1], raw[index + 1])
         ):
+            index += 1  # a page number inside a sentence
+            line = raw[index]
+        if lines and _goes_on(lines[-1], line):
             lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
         else:
             lines.append(line)
+        index += 1
     return lines
 
 

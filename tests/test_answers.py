@@ -293,6 +293,14 @@ def test_a_hard_wrapped_sentence_stays_one_and_headings_stay_apart():
         "Clean area\n"
         "The clean area includes\n"
         "the administrative office and the diagnostic room.\n"
+        "It was divided into four areas: contaminated, semicontaminated,\n"
+        "buffer, and clean areas. Its tasks were (1) planning; (2)\n"
+        "training; and (3) the DR examination room for\n"
+        "6\n"
+        "confirmed cases.\n"
+        "7\n"
+        "Staff areas\n"
+        "Staff rest in shifts.\n"
         "def route(state):\n"
         "    return state\n"
         "SQLite | langgraph-checkpoint-sqlite\n"
@@ -301,6 +309,14 @@ def test_a_hard_wrapped_sentence_stays_one_and_headings_stay_apart():
     assert split_sentences(text) == [
         "Clean area",
         "The clean area includes the administrative office and the diagnostic room.",
+        # A line ending on a comma or a bracket goes on in a lower-case line; a page number
+        # printed between the halves of a sentence is dropped, one between sentences kept.
+        "It was divided into four areas: contaminated, semicontaminated, buffer, and clean areas.",
+        "Its tasks were (1) planning; (2) training; and (3) the DR examination room for "
+        "confirmed cases.",
+        "7",
+        "Staff areas",
+        "Staff rest in shifts.",
         "def route(state):",
         "return state",
         "SQLite | langgraph-checkpoint-sqlite",

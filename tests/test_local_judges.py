@@ -4,7 +4,7 @@ import pytest
 from langchain_core.documents import Document
 
 from reflexrag.nodes.judges import local
-from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge
+from reflexrag.nodes.judges.local import ExtractiveGenerator, LocalJudge, answerable_sentence
 from reflexrag.providers.embeddings import get_embeddings
 
 TESLA = Document(
@@ -202,6 +202,25 @@ async def test_headings_and_questions_are_never_the_answer():
     answer = await ExtractiveGenerator(get_embeddings()).generate("When did Tesla die?", [page])
     assert "1943" in answer.text
     assert "?" not in answer.quote and "Tesla's death" not in answer.quote
+
+
+async def test_a_heading_naming_covid_19_is_no_answer():
+    # Digits inside a name are no figure: the line is still a heading, however well it
+    # matches the question.
+    page = Document(
+        "Noncontaminated CT disinfection procedures after suspected COVID-19 case examination\n"
+        "The gantry is wiped with 75% ethanol and the room is aired for 30 min.",
+        id="ct#0",
+        metadata={"title": "Radiology"},
+    )
+    answer = await ExtractiveGenerator(get_embeddings()).generate(
+        "What's the recommended procedure to disinfect a CT scanner after a COVID-19 exposure?",
+        [page],
+    )
+    assert answer.text == "The gantry is wiped with 75% ethanol and the room is aired for 30 min."
+    # A figure of its own makes a statement, in Chinese too.
+    assert not answerable_sentence("H1N1 outbreak in Mexico", frozenset())
+    assert answerable_sentence("人口约3000人", frozenset())
 
 
 async def test_every_strategy_answers_tesla_over_the_pronoun_note(isolated_data_dir):

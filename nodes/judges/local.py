@@ -1029,8 +1029,10 @@ def name_across_documents(question: str, documents: Sequence[Document]) -> Share
 
 
 _PRONOUN_RE = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b|[他她它其]", re.I)
-# A line with no sentence punctuation, few words and no figures: a heading, not a statement.
-_HEADING_RE = re.compile(r"^[^\d.!?。！？;；:：]{1,80}$")
+# A line with no sentence punctuation, few words and no figure of its own: a heading, not a
+# statement. Digits inside a Latin name ("COVID-19", "H1N1") are no figure; "约3000人" is one.
+_HEADING_RE = re.compile(r"^[^.!?。！？;；:：]+$")
+_FIGURE_RE = re.compile(r"(?<![A-Za-z0-9-])\d")
 
 
 def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
@@ -1039,7 +1041,11 @@ def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
     stripped = sentence.strip()
     if stripped.endswith(("?", "？")):
         return False
-    if _HEADING_RE.match(stripped) and word_count(stripped) <= 10:
+    if (
+        _HEADING_RE.match(stripped)
+        and not _FIGURE_RE.search(stripped)
+        and word_count(stripped) <= 10
+    ):
         return False
     said = term_set(stripped)
     return bool(said) and not said <= asked
