@@ -18,7 +18,13 @@ from langgraph.runtime import Runtime
 from reflexrag.nodes.judges.usage import metered
 from reflexrag.nodes.rag import context_of, emit, judge_for, original_question, step
 from reflexrag.providers.search import SearchError, get_search_provider, search_with_timeout
-from reflexrag.providers.text import is_chinese, split_sentences, word_count, word_spans
+from reflexrag.providers.text import (
+    is_chinese,
+    join_sentences,
+    split_sentences,
+    word_count,
+    word_spans,
+)
 from reflexrag.state import Context, CragAction, DocGrade, RAGState
 
 WINDOW_WORDS = 50
@@ -56,9 +62,8 @@ def decompose(text: str, mode: str) -> list[str]:
         ]
     else:
         sentences = split_sentences(text)
-        joiner = "" if is_chinese(text) else " "
         strips = [
-            joiner.join(sentences[i : i + SENTENCES_PER_STRIP])
+            join_sentences(sentences[i : i + SENTENCES_PER_STRIP], chinese=is_chinese(text))
             for i in range(0, len(sentences), SENTENCES_PER_STRIP)
         ]
     return [strip for strip in strips if word_count(strip) >= MIN_STRIP_WORDS]

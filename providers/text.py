@@ -178,6 +178,19 @@ def split_sentences(text: str) -> list[str]:
     return [sentence for line in unwrapped_lines(text) for sentence in _split_line(line)]
 
 
+def join_sentences(sentences: Iterable[str], chinese: bool = False) -> str:
+    """Sentences back into one text that :func:`split_sentences` splits into them again: one
+    without sentence punctuation (a heading) keeps a line break after it, which is all that
+    parts it from the next; the others follow on one line, after a space (none in Chinese)."""
+    between = "" if chinese else " "
+    text = ""
+    for sentence in sentences:
+        if text:
+            text += between if _CLOSED_LINE_END_RE.search(text) else "\n"
+        text += sentence
+    return text
+
+
 # A written answer's pointers to its numbered passages: "[1]", "[1, 3]", "[2-4]".
 _CITATION_RE = re.compile(r"\s*\[(\d+(?:\s*[,;–-]\s*\d+)*)\]")
 _RANGE_RE = re.compile(r"(\d+)\s*[–-]\s*(\d+)")

@@ -25,7 +25,7 @@ from reflexrag.nodes.judges.base import (
 from reflexrag.providers.knowledge_base import SourceDocument, get_knowledge_base
 from reflexrag.providers.search import SearchError
 from reflexrag.providers.settings import get_settings
-from reflexrag.providers.text import word_count
+from reflexrag.providers.text import split_sentences, word_count
 from reflexrag.state import Context
 
 
@@ -80,6 +80,18 @@ def test_sentence_strips_group_three_and_drop_short_ones():
         "大后天下雪。",
     ]
     assert decompose("Too short. Tiny.", "sentences") == []
+
+
+def test_a_heading_stays_apart_from_the_sentence_after_it_in_a_strip():
+    # Joined by a space, the reader would read the heading into the sentence ("… case The
+    # gantry …") and quote the two as one.
+    text = "Disinfection after a COVID-19 case\nThe gantry is wiped with ethanol. It dries."
+    (strip,) = decompose(text, "sentences")
+    assert split_sentences(strip) == [
+        "Disinfection after a COVID-19 case",
+        "The gantry is wiped with ethanol.",
+        "It dries.",
+    ]
 
 
 def test_passage_mode_keeps_the_passage():
