@@ -141,6 +141,7 @@ _PAGE_NUMBER_RE = re.compile(r"\s*\d{1,4}\s*$")
 
 
 def _goes_on(line: str, next_line: str) -> bool:
+    """Whether ``next_line`` goes on with the sentence ``line`` stops in."""
     return (
         bool(line.strip())
         and not _CLOSED_LINE_END_RE.search(line)
