@@ -62,8 +62,9 @@ def decompose(text: str, mode: str) -> list[str]:
         ]
     else:
         sentences = split_sentences(text)
+        chinese = is_chinese(text)
         strips = [
-            join_sentences(sentences[i : i + SENTENCES_PER_STRIP], chinese=is_chinese(text))
+            join_sentences(sentences[i : i + SENTENCES_PER_STRIP], chinese=chinese)
             for i in range(0, len(sentences), SENTENCES_PER_STRIP)
         ]
     return [strip for strip in strips if word_count(strip) >= MIN_STRIP_WORDS]
