@@ -13,6 +13,7 @@ from reflexrag.nodes.judges.local import (
     bridge_hop,
     question_names,
     question_parts,
+    span_features,
     unmentioned,
     yes_or_no,
 )
@@ -110,6 +111,14 @@ def test_a_date_or_a_time_of_day_answers_when(text, held):
 )
 def test_a_question_asking_which_year_wants_a_year_not_a_day(question, text, held):
     assert holds_kind(question, text) is held
+
+
+def test_the_span_model_reads_a_day_as_not_what_a_year_question_asks():
+    # The feature the span model weighs reads the same rule as the ranking.
+    asked = "湖北地质学院在哪一年迁校？"
+    assert span_features(asked, "9月2日", 0.8)["span_kind_found"] == 0.0
+    assert span_features(asked, "1972年", 0.8)["span_kind_found"] == 1.0
+    assert span_features("学院何时迁校？", "9月2日", 0.8)["span_kind_found"] == 1.0
 
 
 async def test_which_year_is_answered_by_the_sentence_with_the_year_not_the_day():

@@ -54,7 +54,6 @@ from reflexrag.nodes.judges.spans import (
     asked_kind,
     defined_term,
     full_name,
-    has_kind,
     holds_kind,
     holds_words,
     names_in,
@@ -1285,7 +1284,7 @@ def span_features(question: str, span: str, span_score: float) -> dict[str, floa
     return {
         "chinese": float(is_chinese(question)),
         **{f"kind_{name}": float(kind == name) for name in ("date", "number", "entity", "thing")},
-        "span_kind_found": float(has_kind(focus.kind, f" {span}")),
+        "span_kind_found": float(holds_kind(question, f" {span}")),
         "span_is_name": float(names_in(span) == [span]),
         "span_words": min(word_count(span), 20) / 20,
         "span_score": float(span_score),

@@ -788,7 +788,7 @@ def _short_span(question: str, sentence: str, focus: Focus) -> Span:
                 words = last - first + 1
                 near = distance(first - 1, last + 1)
                 text = sentence[tokens[first][1] : tokens[last][2]]
-                kind_ok = has_kind(focus.kind, text) if focus.kind != "thing" else True
+                kind_ok = holds_kind(question, text) if focus.kind != "thing" else True
                 score = (0.75 if kind_ok else 0.45) - 0.08 * near - 0.03 * max(0, words - 4)
                 candidates.append((score, first, last))
             run_start = None
