@@ -43,6 +43,14 @@ class Settings(BaseSettings):
         "the local backends at start-up, in the background, so that the first request does "
         "not pay for loading the encoder, the store and the judges.",
     )
+    keep_alive_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="A plain reflexrag ask that finds no reflexrag serve on its data dir "
+        "answers in its own process and leaves one running, which stops after this many "
+        "seconds with nothing to do; the next ask streams from it and skips the start-up "
+        "imports (0: ask never starts one).",
+    )
     judge_backend: Literal["local", "llm"] = Field(
         default="local", description="Backend for the reflection judges (retrieve?, relevant?, …)."
     )

@@ -35,6 +35,7 @@ from reflexrag.providers.knowledge_base import (
     KnowledgeBaseError,
     StoreUnavailableError,
     knowledge_base_writer,
+    list_knowledge_bases,
 )
 from reflexrag.providers.loaders import ensure_sample_kb
 from reflexrag.providers.settings import Settings, get_settings
@@ -173,18 +174,22 @@ WARM_UP_QUESTION = "What is Self-RAG?"
 """One the bundled sample documents answer, so that the warm-up reaches every node."""
 
 
-async def _seed_and_warm_up(settings: Settings, checkpointer: Any) -> None:
+async def _seed_and_warm_up(settings: Settings, checkpointer: Any, seed: bool = True) -> None:
     """Seed the default knowledge base if it is empty; then, with ``warm_up``, answer one
     question on it with the local backends, unrecorded (its checkpoints are deleted), so that
     the first request finds the encoder, the store, the Chinese segmenter and the judges
-    loaded. Neither failing stops the server."""
+    loaded. Neither failing stops the server. Without ``seed`` a default knowledge base that
+    is not there stays away, and nothing is warmed up."""
     from reflexrag.providers.text import load_segmenter
     from reflexrag.server.runner import run_question
     from reflexrag.state import Context
 
     default_kb = get_settings().default_kb
     try:
-        await asyncio.to_thread(ensure_sample_kb, default_kb)
+        if seed:
+            await asyncio.to_thread(ensure_sample_kb, default_kb)
+        elif default_kb not in await asyncio.to_thread(list_knowledge_bases):
+            return
         if settings.warm_up:
             await asyncio.to_thread(load_segmenter)
             local = Context(kb=default_kb, judge_backend="local", generator_backend="local")
@@ -206,10 +211,12 @@ class AsciiJSONResponse(JSONResponse):
         return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, seed_sample_kb: bool = True) -> FastAPI:
     """The service. ``settings`` governs the service's own state (auth, limits, the thread
     table, checkpoints); knowledge bases and models are read by the graphs from the process
-    settings, which is the same object unless a caller (a test) passes another."""
+    settings, which is the same object unless a caller (a test) passes another. Without
+    ``seed_sample_kb`` (a server ``ask`` started, on a data dir whose user may never use the
+    default knowledge base) an absent default knowledge base is not made at start-up."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -222,7 +229,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 # dir) in the background, and a run that needs it first waits for the same
                 # seeding.
                 log.info("seeding the default knowledge base in the background if it is empty")
-                seeding = asyncio.create_task(_seed_and_warm_up(settings, checkpointers.shared))
+                seeding = asyncio.create_task(
+                    _seed_and_warm_up(settings, checkpointers.shared, seed_sample_kb)
+                )
                 app.state.store = store
                 app.state.checkpointer = checkpointers.shared
                 app.state.memory = checkpointers.store

@@ -146,7 +146,11 @@ async def _ask(args: argparse.Namespace) -> int:
         return await _ask_server(args, question)
     server = None if args.local else running_server(settings)
     api_key = next(iter(settings.api_keys), None)
-    if server and args.thread and not await _holds_thread(server.url, args.thread, api_key):
+    if (
+        server
+        and args.thread
+        and not await _holds_thread(server.url, args.thread, api_key, server.headers)
+    ):
         server = None  # a thread made here (ask --local, or before the server) goes on here
     if server is not None:
         # A server on this data dir with these settings answers as this process would, and
@@ -159,7 +163,7 @@ async def _ask(args: argparse.Namespace) -> int:
         )
         args.url, thread = server.url, args.thread
         try:
-            return await _ask_server(args, question, api_key=api_key)
+            return await _ask_server(args, question, api_key=api_key, headers=server.headers)
         except UnreachableServerError as exc:
             # Its note outlived it (a SIGKILL) or it is stopping: answer here, on the thread
             # asked for (not the one named for the server).
@@ -226,10 +230,68 @@ async def _ask(args: argparse.Namespace) -> int:
             reply = _prompt(result.clarifying_question or "")
             if reply is None:
                 break
-    return _report(args, result)
+    code = _report(args, result)
+    if not args.local:
+        _leave_server_for_the_next_ask(settings)
+    return code
 
 
-async def _ask_server(args: argparse.Namespace, question: str, api_key: str | None = None) -> int:
+def _leave_server_for_the_next_ask(settings: Any) -> None:
+    """Answered here because no server runs on the data dir: start one that the next ``ask``
+    streams from, which stops by itself after ``keep_alive_s`` with nothing to do (see
+    server/discovery.py). Not beside a server that is there (another settings', or one that
+    did not answer), nor for a shared database, where a server would take the queue's runs."""
+    from reflexrag.server.discovery import server_on_data_dir, start_server_for_ask
+
+    if settings.keep_alive_s <= 0 or settings.distributed or server_on_data_dir(settings):
+        return
+    if start_server_for_ask(settings):
+        print(
+            f"reflexrag: a reflexrag serve stays on this data dir for the next ask; it stops "
+            f"after {settings.keep_alive_s:g} s with nothing to do (REFLEXRAG_KEEP_ALIVE_S=0: "
+            "never start one)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _make_way_for_a_writer(settings: Any) -> None:
+    """A server an ``ask`` left on the data dir gives way to a command that writes there: it is
+    stopped, and this waits (a minute at most) until it has let go of the data dir. A server
+    its user started stays, and the writer is refused beside it as before."""
+    import time
+
+    from reflexrag.providers.knowledge_base import DataDirBusyError, knowledge_base_writer
+    from reflexrag.server.discovery import server_on_data_dir, stop_server
+
+    found = server_on_data_dir(settings)
+    if found is None or not found[0].gives_way:
+        return
+    server = found[0]
+    print(
+        f"reflexrag: stopping the reflexrag serve an ask left on this data dir (pid "
+        f"{server.pid}): it gives way to this command",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop_server(server)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with knowledge_base_writer("reflexrag (waiting to write)", settings):
+                return
+        except DataDirBusyError:
+            if time.monotonic() > deadline:
+                return  # the writer's own attempt says who holds it
+            time.sleep(0.1)
+
+
+async def _ask_server(
+    args: argparse.Namespace,
+    question: str,
+    api_key: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> int:
     """``ask`` through a running ``reflexrag serve`` (``--url``, or the one on this data dir):
     the run streams from the server, and this process loads neither LangGraph nor Chroma nor
     the encoder, which cost a new process about 2 CPU-seconds before its first step. Raises
@@ -242,7 +304,7 @@ async def _ask_server(args: argparse.Namespace, question: str, api_key: str | No
     from reflexrag.server.results import RunResult, pause, result_from_state
 
     overrides = {key: value for key, value in _context_overrides(args).items() if value != ""}
-    client = _sdk_client(args.url, api_key)
+    client = _sdk_client(args.url, api_key, headers)
     # A run on a thread of its own, as in this process, so a clarifying question can be
     # answered by resuming it.
     args.thread = args.thread or str(uuid.uuid4())
@@ -311,21 +373,23 @@ async def _ask_server(args: argparse.Namespace, question: str, api_key: str | No
     return _report(args, result)
 
 
-def _sdk_client(url: str, api_key: str | None) -> Any:
-    """The LangGraph SDK's client of ``url``; without a key of its own it reads
-    LANGGRAPH_API_KEY."""
+def _sdk_client(url: str, api_key: str | None, headers: dict[str, str] | None = None) -> Any:
+    """The LangGraph SDK's client of ``url``, sending ``headers`` too; without a key of its
+    own it reads LANGGRAPH_API_KEY."""
     from langgraph_sdk import get_client
 
-    return get_client(url=url, **({"api_key": api_key} if api_key else {}))
+    return get_client(url=url, headers=headers, **({"api_key": api_key} if api_key else {}))
 
 
-async def _holds_thread(url: str, thread_id: str, api_key: str | None) -> bool:
+async def _holds_thread(
+    url: str, thread_id: str, api_key: str | None, headers: dict[str, str] | None = None
+) -> bool:
     """Whether the server at ``url`` holds the thread (a run paused there is resumed there; one
     paused in a process of its own has no run waiting on the server)."""
     import httpx
 
     try:
-        await _sdk_client(url, api_key).threads.get(thread_id)
+        await _sdk_client(url, api_key, headers).threads.get(thread_id)
     except httpx.HTTPError:
         return False  # not there (404), not this key's, or no server: answer here
     return True
@@ -443,6 +507,7 @@ def _ingest(args: argparse.Namespace) -> int:
     folders = [Path(path).resolve() for path in args.paths if Path(path).is_dir()]
     if args.sync and not folders:
         raise CLIError("--sync needs a folder among the paths")
+    _make_way_for_a_writer(settings)
     with knowledge_base_writer("reflexrag ingest"):
         kb = get_knowledge_base(args.kb)
         report = _add_with_progress(kb, documents, f"ingest → {kb.name}", args.quiet)
@@ -496,6 +561,8 @@ def _kb(args: argparse.Namespace) -> int:
         for doc in get_knowledge_base(args.name, create=False).documents():
             print(f"{doc['doc_id']}\t{doc['chunks']} chunks\t{doc['title']}\t{doc['source']}")
         return 0
+    if args.kb_command in ("rm", "delete"):
+        _make_way_for_a_writer(get_settings())
     if args.kb_command == "rm":
         with knowledge_base_writer("reflexrag kb rm"):
             kb = get_knowledge_base(args.name, create=False)
@@ -583,27 +650,46 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import secrets
+
     import uvicorn
 
     from reflexrag.providers.settings import get_settings
     from reflexrag.server.app import create_app
-    from reflexrag.server.discovery import announce, local_url, withdraw
-    from reflexrag.server.serving import server_config
+    from reflexrag.server.discovery import OWNER_HEADER, announce, local_url, withdraw
+    from reflexrag.server.serving import Activity, OwnerOnly, server_config
 
     class AnnouncedServer(uvicorn.Server):
-        """Leaves a note in the data dir once it listens, so ``ask`` streams from it."""
+        """Leaves a note in the data dir once it listens, so ``ask`` streams from it; started
+        for ``ask``, it stops after ``keep_alive_s`` with nothing to do."""
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.started and self.servers:
                 port = self.servers[0].sockets[0].getsockname()[1]
-                if not announce(settings, local_url(args.host, port)):
+                url = local_url(args.host, port)
+                if not announce(settings, url, token, gives_way=args.for_ask):
                     print(
                         f"reflexrag: cannot write {settings.data_dir}: a plain ask there will "
                         "not find this server (ask --url will)",
                         file=sys.stderr,
                         flush=True,
                     )
+                    self.should_exit = self.should_exit or args.for_ask  # of no use then
+                if args.for_ask:  # (kept on self: a task nothing refers to may be collected)
+                    self.idle_watch = asyncio.create_task(self.exit_when_idle())
+
+        async def exit_when_idle(self) -> None:
+            keep_alive_s = settings.keep_alive_s
+            while not self.should_exit:
+                await asyncio.sleep(min(1.0, keep_alive_s))
+                if activity.idle_s() >= keep_alive_s and not app.state.runs.running():
+                    print(
+                        f"reflexrag: stopping after {keep_alive_s:g} s with nothing to do",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    self.should_exit = True
 
         async def shutdown(self, sockets: Any = None) -> None:
             # First, so no new ``ask`` streams from a server on its way out. (uvicorn re-raises
@@ -613,8 +699,21 @@ def _serve(args: argparse.Namespace) -> int:
             await super().shutdown(sockets)
 
     settings = get_settings()
+    token = None
+    if args.for_ask:
+        # Started by ``ask`` (server/discovery.py): on a loopback port of its own, for its
+        # owner's processes only, quiet but for warnings.
+        if settings.distributed or settings.keep_alive_s <= 0:
+            raise CLIError("--for-ask is for a data dir of its own, with REFLEXRAG_KEEP_ALIVE_S")
+        token = secrets.token_urlsafe(32)
+        args.host, args.port, args.log_level = "127.0.0.1", 0, "warning"
+    else:
+        _make_way_for_a_writer(settings)
     print(f"reflexrag: data in {settings.data_dir}", file=sys.stderr, flush=True)
-    config = server_config(create_app(), args.host, args.port, settings, log_level=args.log_level)
+    app = create_app(seed_sample_kb=not args.for_ask)
+    activity = Activity(app)
+    served = app if token is None else OwnerOnly(activity, OWNER_HEADER, token)
+    config = server_config(served, args.host, args.port, settings, log_level=args.log_level)
     try:
         AnnouncedServer(config).run()
     finally:
@@ -776,6 +875,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="server log detail (default: info)",
     )
+    # How a plain ``ask`` starts the server it leaves for the next one (server/discovery.py).
+    serve.add_argument("--for-ask", action="store_true", help=argparse.SUPPRESS)
     serve.set_defaults(handler=_serve)
     worker = commands.add_parser(
         "worker", help="execute runs from the shared Postgres run queue, without HTTP"

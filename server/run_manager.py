@@ -332,6 +332,10 @@ class RunManager:
         current = self.by_thread.get(graph_thread)
         return current if current and not current.finished.is_set() else None
 
+    def running(self) -> bool:
+        """Whether any run of this process is in progress (or queued)."""
+        return any(not run.finished.is_set() for run in self.active.values())
+
     async def busy(self, graph_thread: str) -> bool:
         """Whether the thread has a run in progress (or queued)."""
         return self._busy(graph_thread) is not None

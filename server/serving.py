@@ -6,14 +6,21 @@ byte, so a client that sends its headers a byte at a time (slow loris), or opens
 says nothing, holds a connection for ever. Each connection here must have sent a complete
 request head within ``header_timeout_s`` of opening, or of the previous response; a slow body
 or a long-running stream is the app's to bound, and is not cut.
+
+A server that ``reflexrag ask`` starts (``serve --for-ask``, see ``discovery``) is wrapped in
+two more layers: one that answers only requests carrying its owner's token, and one that tells
+how long it has had nothing to do, so that it can stop by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import time
 from typing import Any
 
 import uvicorn
+from starlette.responses import JSONResponse
 
 from reflexrag.providers.settings import Settings
 
@@ -81,3 +88,49 @@ def server_config(
         limit_concurrency=settings.max_connections,
         **options,
     )
+
+
+class OwnerOnly:
+    """ASGI middleware: an HTTP request without ``token`` in ``header`` is refused (401)."""
+
+    def __init__(self, app: Any, header: str, token: str) -> None:
+        self.app = app
+        self.header = header.lower().encode()
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(self.header, b"")
+            if not hmac.compare_digest(given, self.token):
+                refusal = JSONResponse(
+                    {"detail": "this server answers its owner's reflexrag ask only"},
+                    status_code=401,
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class Activity:
+    """ASGI middleware that tells how long its app has had no HTTP request in flight (a
+    streamed run is in flight until its stream ends)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.in_flight = 0
+        self.since = time.monotonic()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.since = time.monotonic()
+
+    def idle_s(self) -> float:
+        """Seconds since the last request ended; 0 while one is in flight."""
+        return 0.0 if self.in_flight else time.monotonic() - self.since

@@ -18,6 +18,8 @@ from reflexrag.benchmarks.services import (  # noqa: F401 - free_port is re-expo
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
+# A plain ``ask`` would leave a server running for the next one: tests that want one say so.
+os.environ["REFLEXRAG_KEEP_ALIVE_S"] = "0"
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("REFLEXRAG_FIXTURES", REPO.parent / "shared/rag-eval/fixtures"))

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reflexrag.benchmarks.services import start_server
@@ -154,12 +155,12 @@ LOADED_PROBE = (
 )
 
 
-def cli_process(data_dir: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def cli_process(data_dir: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``reflexrag`` on ``data_dir`` in a process of its own, reporting what it loaded."""
     return subprocess.run(
         [sys.executable, "-c", LOADED_PROBE, *argv],
         cwd=REPO,
-        env={**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir)},
+        env={**os.environ, "REFLEXRAG_DATA_DIR": str(data_dir), **env},
         capture_output=True,
         text=True,
         check=True,
@@ -204,6 +205,78 @@ def test_ask_streams_from_the_serve_running_on_its_data_dir_until_it_stops(tmp_p
     assert not note.exists()
     after = cli_process(tmp_path, *question)
     assert "asking" not in after.stderr and "langgraph.graph" in after.stdout
+
+
+def wait_for(condition, seconds: float = 180.0) -> None:
+    """Wait until ``condition()`` holds (generous: a loaded machine starts a server slowly)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited in vain"
+        time.sleep(0.1)
+
+
+def test_an_ask_leaves_a_serve_for_the_next_ask_which_gives_way_to_a_writer(tmp_path):
+    try:
+        leave_and_find_a_serve(tmp_path)
+    finally:  # not left running for ten minutes when an assertion failed
+        if found := discovery.server_on_data_dir(Settings(data_dir=tmp_path)):
+            discovery.stop_server(found[0])
+
+
+def leave_and_find_a_serve(tmp_path: Path) -> None:
+    question = ["ask", "What is Corrective RAG?", "--json"]
+    keep = {"REFLEXRAG_KEEP_ALIVE_S": "600"}
+    first = cli_process(tmp_path, *question, **keep)
+    assert "langgraph.graph" in first.stdout and "stays on this data dir" in first.stderr
+    note_file = tmp_path / "serve.json"
+    wait_for(note_file.exists)
+    note = json.loads(note_file.read_text())
+    assert note["gives_way"] is True and len(note["token"]) >= 32
+    assert oct(note_file.stat().st_mode & 0o777) == "0o600"
+    # A loopback port is open to every user of the machine: only the note's token gets in.
+    assert httpx.get(f"{note['url']}/ok").status_code == 401
+    owner = {discovery.OWNER_HEADER: note["token"]}
+    assert httpx.get(f"{note['url']}/ok", headers=owner).status_code == 200
+    second = cli_process(tmp_path, *question, **keep)
+    assert "asking the reflexrag serve on this data dir" in second.stderr
+    assert second.stdout.splitlines()[-1] == "LOADED []" and "stays on" not in second.stderr
+    here, there = (json.loads(run.stdout.split("\nLOADED")[0]) for run in (first, second))
+    for run in (here, there):
+        run.pop("thread_id"), run.pop("elapsed_s")
+    assert here == there and here["stop_reason"] == "answered"
+    # A command that writes the data dir stops it instead of being refused.
+    document = tmp_path / "note.txt"
+    document.write_text("The reflexrag test note says the sky is green on Tuesdays.")
+    ingest = subprocess.run(
+        [sys.executable, "-c", RUN_CLI, "ingest", str(document), "--kb", "notes"],
+        cwd=REPO,
+        env={**os.environ, "REFLEXRAG_DATA_DIR": str(tmp_path), **keep},
+        capture_output=True,
+        text=True,
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    assert f"stopping the reflexrag serve an ask left on this data dir (pid {note['pid']})" in (
+        ingest.stderr
+    )
+    assert "notes: 1 added" in ingest.stdout and not note_file.exists()
+
+
+def test_the_serve_an_ask_left_stops_by_itself_with_nothing_to_do(tmp_path):
+    document = tmp_path / "note.txt"
+    document.write_text("The reflexrag test note says the sky is green on Tuesdays.")
+    cli_process(tmp_path, "ingest", str(document), "--kb", "notes")
+    question = ["ask", "What colour is the sky on Tuesdays?", "--kb", "notes"]
+    asked = cli_process(tmp_path, *question, REFLEXRAG_KEEP_ALIVE_S="1")
+    assert "it stops after 1 s with nothing to do" in asked.stderr
+    log = tmp_path / "serve.log"
+    wait_for(lambda: "stopping after 1 s with nothing to do" in log.read_text())
+    wait_for(lambda: not (tmp_path / "serve.json").exists())
+    # It made no default knowledge base its user never asked: only "notes" is there.
+    listed = cli_process(tmp_path, "kb", "list")
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()[:-1]] == ["notes"]
+    # With keep-alive off no server is started.
+    off = cli_process(tmp_path, *question, REFLEXRAG_KEEP_ALIVE_S="0")
+    assert "stays on" not in off.stderr and not (tmp_path / "serve.json").exists()
 
 
 ANNOUNCE = (
