@@ -27,6 +27,25 @@ async def test_relevance_separates_a_relevant_from_an_unrelated_document():
     assert relevant.relevant and not unrelated.relevant
 
 
+async def test_a_chunk_about_other_things_is_relevant_when_one_of_its_sentences_answers():
+    # The chunk as a whole matches the question under the bar; its fourth sentence answers.
+    apollo = Document(
+        "The spacecraft was built in California and shipped to Florida in August. "
+        "Engineers found hundreds of wiring faults during its ground tests. "
+        "The crew complained about the simulator, which rarely matched the real cabin. "
+        "During the plugs-out test an electrical fire began in the cabin, and it spread "
+        "quickly in the pure oxygen atmosphere. "
+        "The program was delayed by twenty months while the capsule was redesigned.",
+        id="apollo#0",
+        metadata={"title": "Apollo 1"},
+    )
+    judge = LocalJudge(get_embeddings())
+    question = "What type of atmosphere helped fuel the fire throughout the cabin?"
+    whole = judge.scorer.scores(question, [local.document_text(apollo)])[0]
+    [grade] = await judge.grade_documents(question, [apollo])
+    assert whole < judge.relevance_threshold <= grade.score and grade.relevant
+
+
 async def test_a_passage_holding_one_clause_of_a_multi_part_question_is_relevant():
     judge = LocalJudge(get_embeddings())
     question = (

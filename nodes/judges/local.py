@@ -237,17 +237,39 @@ class LocalJudge:
     @off_the_loop
     def grade_documents(self, question: str, documents: Sequence[Document]) -> list[RelevanceGrade]:
         """On topic is not enough: a chunk that holds nothing of the kind asked for (no date
-        for "when", no year for "which year", no number for "how many") scores lower."""
+        for "when", no year for "which year", no number for "how many") scores lower. A chunk
+        scores the better of its whole text's match and its best sentence's, read as the
+        reader reads it, against the same bar: a chunk mostly about other things may hold the
+        one sentence that answers."""
         texts = [document_text(doc) for doc in documents]
-        scores = self.scorer.scores(question, texts) * np.array(
-            [1.0 if holds_kind(question, text) else MISSING_KIND_FACTOR for text in texts]
-        )
+        scores = np.maximum(
+            self.scorer.scores(question, texts), self.best_sentences(question, documents)
+        ) * np.array([1.0 if holds_kind(question, text) else MISSING_KIND_FACTOR for text in texts])
         for _ in documents:
             record(self.backend, "grader")
         return [
             RelevanceGrade(round(float(score), 4), bool(score >= self.relevance_threshold))
             for score in scores
         ]
+
+    def best_sentences(self, question: str, documents: Sequence[Document]) -> np.ndarray:
+        """Each chunk's best match of one sentence it holds, read as the reader reads it: a
+        chunk mostly about other things may hold the one sentence that answers."""
+        focus = question_focus(question)
+        asked = frozenset() if focus.kind == "yesno" else term_set(question)
+        readings: list[str] = []
+        owners: list[int] = []
+        for index, doc in enumerate(documents):
+            previous = ""
+            for sentence in split_sentences(doc.page_content):
+                if answerable_sentence(sentence, asked):
+                    readings.append(in_context(sentence, previous, document_title(doc)))
+                    owners.append(index)
+                previous = sentence
+        best = np.zeros(len(documents))
+        if readings:
+            np.maximum.at(best, owners, self.scorer.scores(question, readings))
+        return best
 
     @off_the_loop
     def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
