@@ -234,9 +234,9 @@ def leave_and_find_a_serve(tmp_path: Path) -> None:
     assert note["gives_way"] is True and len(note["token"]) >= 32
     assert oct(note_file.stat().st_mode & 0o777) == "0o600"
     # A loopback port is open to every user of the machine: only the note's token gets in.
-    assert httpx.get(f"{note['url']}/ok").status_code == 401
+    assert httpx.get(f"{note['url']}/ok", timeout=60).status_code == 401
     owner = {discovery.OWNER_HEADER: note["token"]}
-    assert httpx.get(f"{note['url']}/ok", headers=owner).status_code == 200
+    assert httpx.get(f"{note['url']}/ok", headers=owner, timeout=60).status_code == 200
     second = cli_process(tmp_path, *question, **keep)
     assert "asking the reflexrag serve on this data dir" in second.stderr
     assert second.stdout.splitlines()[-1] == "LOADED []" and "stays on" not in second.stderr
