@@ -16,7 +16,7 @@ import difflib
 import functools
 import itertools
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
@@ -242,34 +242,24 @@ class LocalJudge:
         reader reads it, against the same bar: a chunk mostly about other things may hold the
         one sentence that answers."""
         texts = [document_text(doc) for doc in documents]
-        scores = np.maximum(
-            self.scorer.scores(question, texts), self.best_sentences(question, documents)
-        ) * np.array([1.0 if holds_kind(question, text) else MISSING_KIND_FACTOR for text in texts])
+        sentences = list(answer_candidates(question, documents))
+        readings = [
+            in_context(sentence, previous, document_title(documents[number]))
+            for number, _, sentence, previous in sentences
+        ]
+        # One call: the question and its clauses are embedded once for chunks and sentences.
+        matches = self.scorer.scores(question, [*texts, *readings])
+        best = matches[: len(texts)].copy()
+        np.maximum.at(best, [number for number, *_ in sentences], matches[len(texts) :])
+        scores = best * np.array(
+            [1.0 if holds_kind(question, text) else MISSING_KIND_FACTOR for text in texts]
+        )
         for _ in documents:
             record(self.backend, "grader")
         return [
             RelevanceGrade(round(float(score), 4), bool(score >= self.relevance_threshold))
             for score in scores
         ]
-
-    def best_sentences(self, question: str, documents: Sequence[Document]) -> np.ndarray:
-        """Each chunk's best match of one sentence it holds, read as the reader reads it: a
-        chunk mostly about other things may hold the one sentence that answers."""
-        focus = question_focus(question)
-        asked = frozenset() if focus.kind == "yesno" else term_set(question)
-        readings: list[str] = []
-        owners: list[int] = []
-        for index, doc in enumerate(documents):
-            previous = ""
-            for sentence in split_sentences(doc.page_content):
-                if answerable_sentence(sentence, asked):
-                    readings.append(in_context(sentence, previous, document_title(doc)))
-                    owners.append(index)
-                previous = sentence
-        best = np.zeros(len(documents))
-        if readings:
-            np.maximum.at(best, owners, self.scorer.scores(question, readings))
-        return best
 
     @off_the_loop
     def grade_grounding(self, answer: str, documents: Sequence[Document]) -> GroundingGrade:
@@ -524,18 +514,12 @@ class ExtractiveGenerator:
         unique: dict[str, tuple[str, Document]] = {}
         before: dict[str, str] = {}
         focus = question_focus(question)
-        # A yes/no claim is confirmed by a sentence that says what the question says.
-        asked = frozenset() if focus.kind == "yesno" else term_set(question)
         place: dict[str, tuple[int, int]] = {}
-        for number, doc in enumerate(documents):
-            previous = ""
-            for position, sentence in enumerate(split_sentences(doc.page_content)):
-                if answerable_sentence(sentence, asked):
-                    key = sentence_key(sentence)
-                    unique.setdefault(key, (sentence, doc))
-                    before.setdefault(key, previous)
-                    place.setdefault(key, (number, position))
-                previous = sentence
+        for number, position, sentence, previous in answer_candidates(question, documents):
+            key = sentence_key(sentence)
+            unique.setdefault(key, (sentence, documents[number]))
+            before.setdefault(key, previous)
+            place.setdefault(key, (number, position))
         candidates = list(unique.values())
         keys = list(unique)
         at = {place[key]: index for index, key in enumerate(keys)}
@@ -1054,6 +1038,22 @@ _PRONOUN_RE = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b|[�
 # statement. Digits inside a Latin name ("COVID-19", "H1N1") are no figure; "约3000人" is one.
 _HEADING_RE = re.compile(r"^[^.!?。！？;；:：]+$")
 _FIGURE_RE = re.compile(r"(?<![A-Za-z0-9-])\d")
+
+
+def answer_candidates(
+    question: str, documents: Sequence[Document]
+) -> Iterator[tuple[int, int, str, str]]:
+    """Each sentence of ``documents`` that can answer ``question`` (:func:`answerable_sentence`),
+    as (its document's index, its place in the document, the sentence, the sentence before
+    it): what the reader reads, and the relevance judge with it."""
+    # A yes/no claim is confirmed by a sentence that says what the question says.
+    asked = frozenset() if question_focus(question).kind == "yesno" else term_set(question)
+    for number, doc in enumerate(documents):
+        previous = ""
+        for position, sentence in enumerate(split_sentences(doc.page_content)):
+            if answerable_sentence(sentence, asked):
+                yield number, position, sentence, previous
+            previous = sentence
 
 
 def answerable_sentence(sentence: str, asked: frozenset[str]) -> bool:
