@@ -24,6 +24,7 @@ from reflexrag.nodes.judges.spans import (
     full_name,
     has_kind,
     holds_kind,
+    matched_terms,
     names_in,
     question_focus,
 )
@@ -133,6 +134,24 @@ async def test_which_year_is_answered_by_the_sentence_with_the_year_not_the_day(
         question, [college]
     )
     assert "1972年" in f"{answer.text} {answer.quote}"
+
+
+async def test_the_noun_of_what_year_is_the_kind_asked_for_not_a_word_to_find():
+    # The second sentence holds "years" and a year, the first says when he died: "year" is
+    # what the answer is (1943), not a word of the sentence that says it.
+    tesla = Document(
+        id="tesla#0",
+        page_content="Tesla died on 7 January 1943. "
+        "In the years after the rumours, Tesla was nominated for a prize in 1937.",
+        metadata={"doc_id": "tesla", "title": "Nikola Tesla"},
+    )
+    answer = await ExtractiveGenerator(FakeEmbeddings(), max_sentences=1).generate(
+        "What year did Tesla die?", [tesla]
+    )
+    assert "1943" in answer.text
+    assert "1937" not in answer.text
+    assert matched_terms("What year did Tesla die?") == ["tesla", "die"]
+    assert matched_terms("Which centuries saw the bridge built?") == ["see", "bridge", "build"]
 
 
 @pytest.mark.parametrize(

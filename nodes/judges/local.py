@@ -56,6 +56,7 @@ from reflexrag.nodes.judges.spans import (
     full_name,
     holds_kind,
     holds_words,
+    matched_terms,
     names_in,
     question_focus,
 )
@@ -202,7 +203,7 @@ class LocalScorer:
             cosine = rescale_cosine(text_vectors @ query_vector)
             if n == 0:  # the whole question
                 whole = cosine
-            part_terms = terms(part)
+            part_terms = matched_terms(part)
             lexical = np.array([coverage(part_terms, found) for found in text_terms])
             blended = self.cosine_weight * cosine + (1 - self.cosine_weight) * lexical
             best = np.maximum(best, np.where(crossed, cosine, blended))
@@ -359,7 +360,7 @@ class LocalJudge:
         relevance = round(10 * float(max(round_scores, default=0.0)))
         context_text = " ".join(document_text(doc) for doc in context)
         context_terms = term_set(context_text)
-        term_share = coverage(terms(question), context_terms)
+        term_share = coverage(matched_terms(question), context_terms)
         names = entities(question)
         lowered = context_text.lower()
         name_share = (
@@ -553,7 +554,7 @@ class ExtractiveGenerator:
         # without answering ("《霸王别姬》是一部1993年的中国电影。" for who directed it).
         subjects = set().union(*(term_set(document_title(doc)) for _, doc in candidates))
         held = [term_set(sentence) for sentence, _ in candidates]
-        question_terms = terms(question)
+        question_terms = matched_terms(question)
         asked = asked_coverage(question_terms, subjects, held)
         weight = ASKED_FLOOR + (1 - ASKED_FLOOR) * asked
         rank = scores + bonus
@@ -732,7 +733,7 @@ class ExtractiveGenerator:
             # every sentence about it, and a sentence read after the one before it ("It costs
             # …") holds that one's words.
             others = subjects.union(*(term_set(other) for m, other in enumerate(parts) if m != n))
-            asked = asked_coverage(terms(part), others, held)
+            asked = asked_coverage(matched_terms(part), others, held)
             within = within * (PART_WORDS_FLOOR + (1 - PART_WORDS_FLOOR) * asked)
             bonus = np.array([KIND_BONUS if holds_kind(part, s) else 0.0 for s, _ in candidates])
             ranked = np.argsort(-(within + bonus), kind="stable")
@@ -1047,7 +1048,8 @@ def answer_candidates(
     as (its document's index, its place in the document, the sentence, the sentence before
     it): what the reader reads, and the relevance judge with it."""
     # A yes/no claim is confirmed by a sentence that says what the question says.
-    asked = frozenset() if question_focus(question).kind == "yesno" else term_set(question)
+    a_claim = question_focus(question).kind == "yesno"
+    asked = frozenset() if a_claim else frozenset(matched_terms(question))
     for number, doc in enumerate(documents):
         previous = ""
         for position, sentence in enumerate(split_sentences(doc.page_content)):

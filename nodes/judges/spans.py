@@ -210,6 +210,23 @@ def question_focus(question: str) -> Focus:
     return Focus(_EN_KIND.get(word, "thing"), question_terms)
 
 
+# "What year …", "in which century …": the noun names the kind of answer asked for, and a
+# sentence that answers says the year ("Tesla died on 7 January 1943."), not the word; a
+# sentence that does say it ("In the years after …") is no nearer the answer. Chinese
+# question words hold their noun already (哪一年 is one word, and a stopword).
+_CALENDAR_NOUNS = frozenset({"year", "date", "month", "day", "century", "decade"})
+_WH_NOUN_RE = re.compile(r"\b(?:what|which)\s+(\w+)", re.IGNORECASE)
+
+
+def matched_terms(question: str) -> list[str]:
+    """The terms of ``question`` a text answering it is matched on: :func:`terms`, less the
+    noun of a calendar question word ("year" of "What year did Tesla die?")."""
+    found = terms(question)
+    nouns = {lemma for m in _WH_NOUN_RE.finditer(question) for lemma in terms(m.group(1))}
+    asked = nouns & _CALENDAR_NOUNS
+    return [term for term in found if term not in asked] if asked else found
+
+
 def has_kind(kind: str, text: str) -> bool:
     """Whether ``text`` holds something of the kind asked for (names for people and places)."""
     if kind == "date":
