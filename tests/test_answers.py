@@ -55,6 +55,10 @@ from tests.flow import FakeEmbeddings
         ("這座橋是西元幾年建成的？", "date"),
         ("纽结不可分解是什么意思？", "description"),
         ("英屬印度在哪一世紀末期建立了省議會？", "date"),
+        ("他是否去过北京？", "yesno"),
+        ("会强制所有的参与者都必须裸体吗？", "yesno"),
+        # 是否 in a clause of the thing the copula at the end asks for: "the way to tell whether".
+        ("英國目前測量患者是否有高血壓的方法是?", "thing"),
         # A measure asked for by its noun is a number; what a text reports is a statement.
         ("What is the mortality rate of the disease in children?", "number"),
         ("What was the number of patients admitted?", "number"),

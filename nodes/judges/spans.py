@@ -113,7 +113,14 @@ _ZH_KINDS = (
             r"|什[么麼]意思"
         ),
     ),
-    ("yesno", re.compile(r"是否|嗎[？?]?$|吗[？?]?$")),
+    # 是否 asks yes or no unless its clause describes the thing asked for ("測量患者是否有
+    # 高血壓的方法是？": the way to tell whether, asked by the copula that ends the question).
+    (
+        "yesno",
+        re.compile(
+            r"^(?!.*是否[^，,。；;]*的[^，,。；;]*[是為为]\s*[？?]?\s*$).*是否|[嗎吗]\s*[？?]?\s*$"
+        ),
+    ),
 )
 _EN_DESCRIPTION_RE = re.compile(
     r"^\s*(why|how (?!many|much|long|old|far|large|big|tall|often)|describe|explain"
