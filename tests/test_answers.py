@@ -703,6 +703,21 @@ def test_a_name_is_mentioned_however_it_is_marked_but_a_figure_only_as_itself():
     assert unmentioned("What do the Notes say about 201?", [passage]) == ["201"]
 
 
+def test_a_long_name_is_mentioned_by_a_word_derived_from_it_a_short_one_is_not():
+    passage = Document(
+        id="radio#0",
+        page_content="Marconi made the first transatlantic radio transmission. "
+        "Seamans' committee met in Indiana.",
+        metadata={"title": "Radio"},
+    )
+    assert unmentioned("Who first sent radio waves across the Atlantic?", [passage]) == []
+    assert unmentioned("Who led the committee established by Seaman?", [passage]) == []
+    # Under six letters a name opening a longer word may be another name.
+    assert unmentioned("Where did the committee meet in India?", [passage]) == ["India"]
+    # Inside a longer word, neither opening nor ending it, is no mention.
+    assert unmentioned("What did Marconi send across the Atlant sea?", [passage]) == ["Atlant"]
+
+
 def test_a_name_given_two_ways_is_mentioned_when_either_way_is():
     passage = Document(
         id="genes#0",

@@ -1130,9 +1130,10 @@ def unmentioned(question: str, read: Sequence[Document]) -> list[str]:
     (the chunks and their titles) mentions: an answer read there is about something else
     ("When did the iPhone 16 go on sale?" over a knowledge base that only knows the iPhone
     15). A name counts as mentioned when its words are (as lemmas), or it is written there
-    with other marks ("F35" for "F-35"); a figure only as a figure of its own ("16" is not
-    in "2016"); a thing the question names two ways ("Hypertext Transfer Protocol (HTTP)"), when
-    either way is."""
+    with other marks ("F35" for "F-35"), or a word of letters only, of six or more, opens or
+    ends a longer word ("transatlantic" mentions the Atlantic, "Seamans'" Seaman); a figure
+    only as a figure of its own ("16" is not in "2016"); a thing the question names two ways
+    ("Hypertext Transfer Protocol (HTTP)"), when either way is."""
     names = question_names(question)
     if not names:
         return []
@@ -1142,7 +1143,9 @@ def unmentioned(question: str, read: Sequence[Document]) -> list[str]:
     missing = [
         name
         for name in names
-        if _squashed(name) not in written and not set(terms(name, for_search=False)) <= said
+        if _squashed(name) not in written
+        and not set(terms(name, for_search=False)) <= said
+        and not _in_a_longer_word(_squashed(name), written)
     ]
     for phrase, short in aliases(question):
         if any(name not in missing for name in short) or (
@@ -1150,6 +1153,18 @@ def unmentioned(question: str, read: Sequence[Document]) -> list[str]:
         ):
             missing = [name for name in missing if name not in phrase and name not in short]
     return missing
+
+
+DERIVED_FROM = 6
+"""Fewest letters of a name found as the head or tail of a longer word (a word derived from
+it: "transatlantic", "Israeli", a plural or possessive) that counts as mentioning it; shorter
+names open unrelated words too often ("India" of "Indiana", "Java" of "JavaScript")."""
+
+
+def _in_a_longer_word(name: str, written: Collection[str]) -> bool:
+    if len(name) < DERIVED_FROM or not (name.isascii() and name.isalpha()):
+        return False
+    return any(word != name and (word.startswith(name) or word.endswith(name)) for word in written)
 
 
 def asked_coverage(
