@@ -16,7 +16,11 @@ from reflexrag.nodes.iterative import (
     retrieve_round,
 )
 from reflexrag.nodes.rag import SEARCH_RETRY, finish, give_up, prepare
-from reflexrag.nodes.routing import route_after_assessment, route_after_round_retrieval
+from reflexrag.nodes.routing import (
+    route_after_assessment,
+    route_after_next_query,
+    route_after_round_retrieval,
+)
 from reflexrag.state import Context, InputState, RAGState
 
 builder = StateGraph(RAGState, input_schema=InputState, context_schema=Context)
@@ -35,7 +39,7 @@ builder.add_conditional_edges("retrieve_round", route_after_round_retrieval)
 builder.add_edge("grade_round", "draft_answer")
 builder.add_edge("draft_answer", "assess_round")
 builder.add_conditional_edges("assess_round", route_after_assessment)
-builder.add_edge("next_query", "retrieve_round")
+builder.add_conditional_edges("next_query", route_after_next_query)
 builder.add_edge("finish", END)
 builder.add_edge("give_up", END)
 

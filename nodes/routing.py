@@ -129,6 +129,16 @@ def route_after_round_retrieval(state: RAGState) -> Literal["grade_round", "fini
     return "finish" if _sure_draft(state, limits_of(state)) else "give_up"
 
 
+def route_after_next_query(state: RAGState) -> Literal["retrieve_round", "finish", "give_up"]:
+    """A query an earlier round asked would fetch what that round fetched and grade it as it
+    was graded: no next query was found, so the loop ends, with the draft so far or not
+    found."""
+    asked = {r["query"] for r in state.get("rounds") or []}
+    if state.get("question") not in asked:
+        return "retrieve_round"
+    return "finish" if _sure_draft(state, limits_of(state)) else "give_up"
+
+
 def route_after_assessment(state: RAGState) -> Literal["next_query", "finish", "give_up"]:
     """Stop when complete enough with a draft sure enough to answer (or, in ``fixed`` mode,
     never early) or out of rounds."""

@@ -77,7 +77,8 @@ async def test_low_relevance_asks_an_alternative_query_high_an_expanded_one(flow
 
 
 async def test_the_round_counter_bounds_a_loop_that_is_never_complete(flow_kb, monkeypatch):
-    grader = [NO, scores(2, relevance=1)] + ["another query", NO, scores(2, relevance=1)] * 2
+    grader = [NO, scores(2, relevance=1)]
+    grader += ["another query", NO, scores(2, relevance=1), "a third query", NO, scores(2, 1)]
     context = scripted(monkeypatch, grader, [], top_k=1, max_rounds=3)
     state = await iterative_graph.ainvoke(
         {"question": "Who won the 1998 World Cup?"}, context=context
@@ -85,6 +86,19 @@ async def test_the_round_counter_bounds_a_loop_that_is_never_complete(flow_kb, m
     assert len(state["rounds"]) == 3 and state["retrieval_attempts"] == 3
     assert nodes(state)[-1] == "give_up" and state["answer_kind"] == "not_found"
     assert state["stop_reason"] == "max_retrieval_attempts"
+
+
+async def test_a_next_query_an_earlier_round_asked_ends_the_loop(flow_kb, monkeypatch):
+    # Round 3 would fetch and grade what round 2 did: the loop ends after round 2 instead.
+    grader = [NO, scores(2, relevance=1)] + ["another query", NO, scores(2, relevance=1)] * 2
+    context = scripted(monkeypatch, grader, [], top_k=1, max_rounds=3)
+    state = await iterative_graph.ainvoke(
+        {"question": "Who won the 1998 World Cup?"}, context=context
+    )
+    assert [r["query"] for r in state["rounds"]] == ["Who won the 1998 World Cup?", "another query"]
+    assert state["retrieval_attempts"] == 2
+    assert nodes(state)[-2:] == ["next_query", "give_up"]
+    assert state["answer_kind"] == "not_found"
 
 
 async def test_a_written_answer_reads_the_accepted_chunks_and_an_extracted_one_round_1_too(
