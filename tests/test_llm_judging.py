@@ -282,6 +282,31 @@ async def test_an_answer_is_checked_against_the_sentences_its_words_come_from():
     assert "1884" not in facts
 
 
+async def test_a_written_answer_sharing_no_word_with_its_passages_is_not_grounded():
+    # The model would call it grounded; no word of it is in the passage, so it is not asked.
+    grader = model('{"level": "fully", "answers_question": "yes"}')
+    judge = LLMJudge(grader, mode="cascade", local=object())
+    with metered() as meter:
+        made_up = await judge.grade_answer(
+            "What year did Tesla die?", "The answer to this question is: 2019", [TESLA]
+        )
+    assert made_up.grounding.level == "none" and made_up.usefulness is None
+    assert grader.calls == [] and meter.counts["grounding.decided_locally"] == 1
+    # Across languages shared words mean nothing: the model reads it.
+    other = await judge.grade_answer("特斯拉哪一年去世？", "特斯拉于1943年去世。", [TESLA])
+    assert other.grounding.level == "fully" and len(grader.calls) == 1
+
+
+async def test_a_written_answer_standing_on_no_passage_is_sure_of_nothing():
+    writer = model("The answer to this question is: 2019", "Tesla died in 1943.", "2019 [1]")
+    made_up = await LLMGenerator(writer).generate("What year did Tesla die?", [TESLA])
+    assert made_up.confidence == 0.0 and made_up.used_ids == []
+    # Its words are the passage's, or it cites one for the judges to check: not known.
+    said = await LLMGenerator(writer).generate("What year did Tesla die?", [TESLA])
+    cited = await LLMGenerator(writer).generate("What year did Tesla die?", [TESLA])
+    assert said.confidence is None and cited.confidence is None
+
+
 def test_a_window_is_the_whole_passage_when_the_answer_shares_nothing_or_needs_all_of_it():
     assert supporting_window("I could not find it.", TESLA) is TESLA
     everything = "Smiljan, United States 1884, Edison, New York 1943."

@@ -58,6 +58,7 @@ from reflexrag.providers.text import (
     cited_numbers,
     count_tokens,
     coverage,
+    same_language,
     split_sentences,
     term_set,
     terms,
@@ -489,6 +490,10 @@ class LLMJudge:
         if self.mode == "per_call":
             return await grounded_then_useful(self, question, answer, documents, quote)
         said = f"{answer} {quote}".strip()
+        if stands_on_nothing(said, documents):
+            # A clear case, decided without the model (which may call it grounded anyway).
+            tally("grounding.decided_locally")
+            return AnswerGrade(GroundingGrade("none", 0.0), None)
         # The facts shown are the sentences the answer's words come from, not whole passages:
         # what the check needs, in fewer tokens.
         facts = [supporting_window(said, doc) for doc in documents]
@@ -601,6 +606,19 @@ def _first_line(reply: str) -> str:
     return next((line for line in lines if line), "")
 
 
+def stands_on_nothing(text: str, documents: Sequence[Document]) -> bool:
+    """Whether a written answer cites none of the passages it was given and shares no word
+    with any of them in its own language (across languages shared words mean nothing, so
+    those do not count): it is then grounded in none of them, whatever a model says of it
+    (SmolLM2-135M called "The answer to this question is: 2019" grounded in Tesla's
+    passage). A cited passage is the judges' to check."""
+    if cited_numbers(text):
+        return False
+    said = term_set(text)
+    mine = [doc for doc in documents if same_language(text, doc.page_content)]
+    return bool(said and mine) and not any(said & term_set(doc.page_content) for doc in mine)
+
+
 def cited_documents(text: str, documents: Sequence[Document]) -> list[Document]:
     """The passages an answer cites (``[n]``, ``[n, m]``, ``[n-m]``); for an answer citing none,
     the (at most two) passages that hold the most of its terms, not every passage it was
@@ -678,7 +696,12 @@ class LLMGenerator:
         record(self.backend, "generator", *_usage(reply, prompt))
         text = _text(reply).strip()
         used = [str(doc.id) for doc in cited_documents(text, documents)]
-        return Answer(text, kind, used, stands_on=written_from)
+        # An answer that cites no passage and says no word of one stands on none of them:
+        # sure of nothing, not unknown (a loop that gates on confidence then does not keep it).
+        unsupported = bool(documents) and stands_on_nothing(text, documents)
+        return Answer(
+            text, kind, used, confidence=0.0 if unsupported else None, stands_on=written_from
+        )
 
 
 def prompt_fingerprint(prompt: str) -> str:

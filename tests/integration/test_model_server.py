@@ -2,9 +2,9 @@
 with SmolLM2-135M-Instruct (see ``benchmarks/model_server.py``), on loopback.
 
 A 135M model answers badly and writes plenty of malformed output, which is the point: runs
-must still end with a stop reason, a written answer, sources and real token counts; verdicts
-asked with a JSON schema must parse; a server that dies or is too slow must end the run with
-one clear error.
+must still end with a stop reason, a written answer, sources (or an answer marked as standing
+on none) and real token counts; verdicts asked with a JSON schema must parse; a server that
+dies or is too slow must end the run with one clear error.
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ async def test_every_strategy_runs_end_to_end(
     print(f"{strategy} {judge}/{generator}: {result.stop_reason} {result.usage} {result.answer!r}")
     assert result.error is None and result.stop_reason not in (None, "error")
     assert result.answer.strip()
-    assert result.sources
+    # The sources are the passages the answer stands on: none only for a written answer that
+    # cites none and says no word of them, which is then sure of nothing (the gated strategies
+    # do not keep it; naive and crag have no answer check) while it read passages all the same.
+    assert result.sources or (result.confidence == 0.0 and result.context_doc_ids)
     assert result.llm_calls >= 1
     # Token counts are the server's own (usage in the reply), not estimates of ours, and
     # no reply runs past its cap (judges 256 tokens, the generator 512).
