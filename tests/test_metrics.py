@@ -223,3 +223,69 @@ def test_the_leave_one_set_out_verdict_takes_the_best_self_correcting_strategy()
     assert "| CLAPNQ | always-abstain | 0.300 | 0.000 |" in table
     report["strategies"]["naive"] = overall(0.9)
     assert verdict("CLAPNQ", report)["margin"] == pytest.approx(-0.4)
+
+
+def test_two_questions_on_one_passage_are_joined_into_one_asking_for_both():
+    from reflexrag.benchmarks.evaluate import truthfulness
+    from reflexrag.benchmarks.multipart import make
+
+    def item(qid, question, answers, doc, lang="en", category="in_corpus", **extra):
+        docs = [doc] if category == "in_corpus" else []
+        return QAItem(qid, lang, question, answers, category, "single", "s", "span", docs, extra)
+
+    items = [
+        item("a", "When did Tesla die?", ["1943"], "t:1:0"),
+        item("b", "Where was Tesla born?", ["Smiljan"], "t:1:0"),
+        item("c", "特斯拉哪一年去世？", ["1943"], "tz:1:0", "zh"),
+        item("d", "特斯拉出生在哪里？", ["斯米良"], "tz:1:0", "zh"),
+        item("e", "Who funded Tesla's lab?", ["Morgan"], "t:1:1"),
+        item(
+            "f",
+            "What did Tesla write in 1937?",
+            [],
+            "",
+            category="unanswerable_in_corpus",
+            withheld_doc_id="t:1:4",
+        ),
+        item("g", "Tesla moved to New York in 1884.", ["1884"], "t:2:0"),  # no question word
+        item("h", "Why?", ["x"], "t:2:0"),
+    ]
+    rows = {row["qid"]: row for row in make(items, None, seed=1)}
+    assert len(rows) == 3
+    both = next(
+        row
+        for row in rows.values()
+        if row["lang"] == "en" and row["answers"] == [] and row["category"] == "in_corpus"
+    )
+    assert both["question"] in (
+        "When did Tesla die, and where was Tesla born?",
+        "Where was Tesla born, and when did Tesla die?",
+    )
+    assert sorted(both["extra"]["answer_parts"]) == [["1943"], ["Smiljan"]]
+    chinese = next(row for row in rows.values() if row["lang"] == "zh")
+    assert chinese["question"] in (
+        "特斯拉哪一年去世，特斯拉出生在哪里？",
+        "特斯拉出生在哪里，特斯拉哪一年去世？",
+    )
+    # The question the knowledge base cannot answer, joined with one it can: not found is right.
+    half = next(row for row in rows.values() if row["category"] == "unanswerable_in_corpus")
+    assert half["question"] in (
+        "Who funded Tesla's lab, and what did Tesla write in 1937?",
+        "What did Tesla write in 1937, and who funded Tesla's lab?",
+    )
+    assert half["extra"]["missing_part"] == "What did Tesla write in 1937?"
+    # One part alone is a wrong answer; both parts are right.
+    asked = QAItem(
+        both["qid"],
+        "en",
+        both["question"],
+        [],
+        "in_corpus",
+        "single",
+        "s",
+        "span",
+        [],
+        both["extra"],
+    )
+    assert truthfulness(asked, _result("Tesla died in 1943.")) == -1.0
+    assert truthfulness(asked, _result("Tesla died in 1943. He was born in Smiljan.")) == 1.0
