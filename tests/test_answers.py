@@ -591,6 +591,16 @@ async def test_a_yes_no_claim_is_quoted_from_the_sentence_that_says_it():
             ),
         ),
         ("霸王别姬的导演和主演是谁？", ("霸王别姬的导演是谁？", "霸王别姬的主演是谁？")),
+        # Chinese asks each question in a clause of its own; a clause that asks nothing goes
+        # with the question after it.
+        (
+            "1992年4月，罗保铭担任什么职务，他本科毕业于哪所大学？",
+            ("1992年4月，罗保铭担任什么职务？", "他本科毕业于哪所大学？"),
+        ),
+        ("特斯拉哪一年去世？他出生在哪里？", ("特斯拉哪一年去世？", "他出生在哪里？")),
+        ("在生物药学研究中，放线菌酮常被用来做什么？", ()),
+        # 几乎 is "almost", and 任何 "any": no question word.
+        ("他几乎每天都来，任何人都知道吗？", ()),
         # Comparisons ask about two things, not for two facts; one fact is one part.
         ("What is the difference between the senate and the house of representatives?", ()),
         ("Which is older, Paris or Rome, and by how much?", ()),

@@ -822,6 +822,30 @@ _ZH_TWO_NOUNS_RE = re.compile(
     r"(?P<b>[\u4e00-\u9fff]{1,4}?)(?:分别|分別)?(?P<rest>(?:是|为|為|有|在).*)$"
 )
 _COMPARISON_RE = re.compile(r"\b(?:between|among|both|difference|compare)\b|区别|區別|比较|比較")
+# Chinese asks each question of several in a clause of its own ("…拒绝对什么的依赖，会强制
+# 所有的参与者都必须裸体吗？"): a clause asks when it holds a question word (几 but not 几乎,
+# 何 only in the words it makes: 任何 is "any").
+_ZH_CLAUSE_SPLIT_RE = re.compile(r"[，,；;？?]")
+_ZH_ASKING_RE = re.compile(
+    r"什[么麼]|哪|[谁誰]|多少|[几幾](?!乎)|何[时時地处處年]|[为為]何|如何|怎|是否|[吗嗎]$"
+)
+
+
+def chinese_question_parts(question: str) -> tuple[str, ...]:
+    """The questions of a Chinese question whose clauses ask one each, every clause that asks
+    nothing ("1992年4月，") going with the question after it; none when fewer than two ask."""
+    parts, context = [], ""
+    for clause in filter(None, (c.strip() for c in _ZH_CLAUSE_SPLIT_RE.split(question))):
+        if _ZH_ASKING_RE.search(clause):
+            parts.append(f"{context}{clause}？")
+            context = ""
+        else:
+            context += f"{clause}，"
+    if len(parts) < 2:
+        return ()
+    if context:  # what follows the last question belongs to it ("…是谁，在2008年？")
+        parts[-1] = f"{parts[-1][:-1]}，{context[:-1]}？"
+    return tuple(parts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -837,6 +861,8 @@ def question_parts(question: str) -> tuple[str, ...]:
     if found := _ZH_TWO_NOUNS_RE.match(question):
         head, rest = found["head"], found["rest"]
         return (head + found["a"] + rest, head + found["b"] + rest)
+    if is_chinese(question):
+        return chinese_question_parts(question)
     if found := _TWO_QUESTION_WORDS_RE.match(question):
         return (f"{found['a']} {found['rest']}", f"{found['b']} {found['rest']}")
     if found := _TWO_QUESTIONS_RE.match(question):
