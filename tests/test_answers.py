@@ -644,6 +644,20 @@ async def test_each_part_of_a_chinese_two_part_question_is_answered():
     assert answer.text == "影片的导演是陈凯歌。 张国荣和张丰毅担任主演。"
 
 
+async def test_a_yes_or_no_question_beside_another_is_answered_by_sentences_not_a_verdict():
+    ride = Document(
+        id="ride#0",
+        page_content="世界裸体自行车游行号召人们拒绝对石油的依赖。"
+        "参与者可以全裸或部分裸体，但并不强制所有的参与者都必须如此。",
+        metadata={"doc_id": "ride", "title": "世界裸体自行车游行"},
+    )
+    question = "世界裸体自行车游行号召人们拒绝对什么的依赖，会强制参与者都必须裸体吗？"
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [ride])
+    assert "石油" in answer.text
+    assert "并不强制" in answer.text
+    assert set(answer.part_confidences) == set(question_parts(question))
+
+
 async def test_a_sentence_about_the_subject_that_does_not_say_what_is_asked_gives_way(
     monkeypatch,
 ):

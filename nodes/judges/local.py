@@ -594,7 +594,7 @@ class ExtractiveGenerator:
         # Whether the answer is what one sentence says (not a verdict over every document, nor
         # a name counted across them): what the sentence must then say is asked of it.
         one_sentence, not_said = False, []
-        if focus.kind == "yesno":
+        if focus.kind == "yesno" and not question_parts(question):
             # Every part of the claim may sit in a different document: weigh them all. The
             # farther the evidence is from the bar, the surer the verdict.
             evidence = [document_text(doc) for doc in read]
