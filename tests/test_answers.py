@@ -644,6 +644,36 @@ async def test_each_part_of_a_chinese_two_part_question_is_answered():
     assert answer.text == "影片的导演是陈凯歌。 张国荣和张丰毅担任主演。"
 
 
+async def test_a_question_asking_two_things_is_not_answered_by_a_name_its_sources_share(
+    monkeypatch,
+):
+    from reflexrag.nodes.judges import local
+
+    documents = [
+        Document(
+            id="visit#0",
+            page_content="Kenyatta visited China at the invitation of President Xi. "
+            "Barack Obama avoided Kenya on his 2013 trip to Africa.",
+        ),
+        Document(
+            id="vote#0",
+            page_content="The 2007 election resulted in International Criminal Court trials. "
+            "Barack Obama visited Kenya in July 2015.",
+        ),
+        Document(id="parks#0", page_content="Nairobi National Park lies south of the city."),
+    ]
+    question = (
+        "Where did Kenyatta visit at the invitation of the President, "
+        "and what was the result of the 2007 election?"
+    )
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, documents)
+    assert "China" in answer.text and "International Criminal Court" in answer.text
+    # Read as one thing asked twice, the name both sources share would be the answer.
+    monkeypatch.setattr(local, "asks_two_things", lambda question: False)
+    shared = await ExtractiveGenerator(FakeEmbeddings()).generate(question, documents)
+    assert shared.text == "Barack Obama"
+
+
 async def test_a_yes_or_no_question_beside_another_is_answered_by_sentences_not_a_verdict():
     ride = Document(
         id="ride#0",

@@ -603,6 +603,7 @@ class ExtractiveGenerator:
             focus.kind in ("person", "place", "thing")
             and len(entities(question)) >= 2
             and question_clauses(question)
+            and not asks_two_things(question)
             and (shared := name_across_documents(question, read))
         ):
             # A name several sources share, that the question does not: what a question
@@ -809,6 +810,7 @@ def same_polarity(question: str, sentence: str) -> bool:
 
 
 _WH = r"(?:when|where|who|whom|whose|what|which|how|why)"
+_WH_WORD_RE = re.compile(rf"\b{_WH}\b", re.I)
 _TWO_QUESTIONS_RE = re.compile(rf"^(?P<a>{_WH}\b.+?)\s*,?\s+and\s+(?P<b>{_WH}\b.+)$", re.I)
 _TWO_QUESTION_WORDS_RE = re.compile(rf"^(?P<a>{_WH})\s+and\s+(?P<b>{_WH})\s+(?P<rest>.+)$", re.I)
 _TWO_NOUNS_RE = re.compile(
@@ -846,6 +848,18 @@ def chinese_question_parts(question: str) -> tuple[str, ...]:
     if context:  # what follows the last question belongs to it ("…是谁，在2008年？")
         parts[-1] = f"{parts[-1][:-1]}，{context[:-1]}？"
     return tuple(parts)
+
+
+def asks_two_things(question: str) -> bool:
+    """Whether the question's parts ask with different question words ("Where did Kenyatta
+    go, and what did the election lead to?"): two things, not one thing described twice
+    ("Who is the individual whose trial …, and who was likened to …?"), so no one name
+    several sources share answers it."""
+    asked = {
+        found.group(0).lower() if (found := _WH_WORD_RE.search(part)) else part
+        for part in question_parts(question)
+    }
+    return len(asked) >= 2
 
 
 @functools.lru_cache(maxsize=1024)
