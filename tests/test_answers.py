@@ -631,6 +631,28 @@ async def test_each_part_of_a_two_part_question_is_answered_by_its_own_sentence(
     assert answer.confidence <= alone.confidence
 
 
+async def test_a_part_whose_sentence_says_none_of_its_own_words_is_less_sure(monkeypatch):
+    from reflexrag.nodes.judges import local
+
+    no_price = Document(
+        id="iphone#0",
+        page_content="Apple announced the iPhone 15 at an event in Cupertino. The phone went on "
+        "sale on September 22, 2023. The camera has 48 megapixels.",
+        metadata={"doc_id": "iphone", "title": "iPhone 15"},
+    )
+    question = "When did the iPhone 15 go on sale and how much does it cost?"
+    sale, cost = question_parts(question)
+    answer = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [no_price])
+    monkeypatch.setattr(local, "UNASKED_FACTOR", 1.0)
+    undiscounted = await ExtractiveGenerator(FakeEmbeddings()).generate(question, [no_price])
+    # No sentence says what it costs: that part is half as sure; the part the passage answers
+    # is as sure as before.
+    assert answer.part_confidences[cost] == pytest.approx(
+        undiscounted.part_confidences[cost] / 2, abs=1e-4
+    )
+    assert answer.part_confidences[sale] == undiscounted.part_confidences[sale]
+
+
 async def test_each_part_of_a_chinese_two_part_question_is_answered():
     film = Document(
         id="film#0",

@@ -746,6 +746,10 @@ class ExtractiveGenerator:
                 match *= MISSING_KIND_FACTOR
             features = answer_features(match, part_cosines[best])
             sure = match if (models := answer_models()) is None else models.sureness(features)
+            if asked[best] == 0.0:
+                # The sentence says none of the part's own words: about the subject, not this
+                # part of it (as for a one-part question, ``UNASKED_FACTOR``).
+                sure *= UNASKED_FACTOR
             chosen.append(best)
             sureness.append((sure, features))
         quoted = sorted(set(chosen))
