@@ -598,6 +598,15 @@ async def test_a_yes_no_claim_is_quoted_from_the_sentence_that_says_it():
             ("1992年4月，罗保铭担任什么职务？", "他本科毕业于哪所大学？"),
         ),
         ("特斯拉哪一年去世？他出生在哪里？", ("特斯拉哪一年去世？", "他出生在哪里？")),
+        # 多高 asks how tall; a last clause ending on the copula asks what follows it.
+        (
+            "纽西兰鸡毛松有多高，树叶是什么形状的？",
+            ("纽西兰鸡毛松有多高？", "树叶是什么形状的？"),
+        ),
+        ("童工大多在哪个行业，女孩卖淫的比例为？", ("童工大多在哪个行业？", "女孩卖淫的比例为？")),
+        # 認為 ends its clause on 為 and asks nothing; 多重 is "multiple".
+        ("許多人認為，哪位皇帝推動了改革？", ()),
+        ("多重感染很常见，原因是什么？", ()),
         ("在生物药学研究中，放线菌酮常被用来做什么？", ()),
         # 几乎 is "almost", and 任何 "any": no question word.
         ("他几乎每天都来，任何人都知道吗？", ()),

@@ -830,19 +830,25 @@ _ZH_TWO_NOUNS_RE = re.compile(
 _COMPARISON_RE = re.compile(r"\b(?:between|among|both|difference|compare)\b|区别|區別|比较|比較")
 # Chinese asks each question of several in a clause of its own ("…拒绝对什么的依赖，会强制
 # 所有的参与者都必须裸体吗？"): a clause asks when it holds a question word (几 but not 几乎,
-# 何 only in the words it makes: 任何 is "any").
+# 何 only in the words it makes: 任何 is "any"; 多高, 多大 ask how tall, how big), and the last
+# clause when it ends on the copula that leaves its answer to be said (…的比例为？; not 認為 in
+# "許多人認為，…").
 _ZH_CLAUSE_SPLIT_RE = re.compile(r"[，,；;？?]")
 _ZH_ASKING_RE = re.compile(
-    r"什[么麼]|哪|[谁誰]|多少|[几幾](?!乎)|何[时時地处處年]|[为為]何|如何|怎|是否|[吗嗎]$"
+    r"什[么麼]|哪|[谁誰]|多[少大高长長远遠久]|[几幾](?!乎)|何[时時地处處年]|[为為]何|如何|怎"
+    r"|是否|[吗嗎]$"
 )
+_ZH_OPEN_COPULA_RE = re.compile(r"[为為是]$")
 
 
 def chinese_question_parts(question: str) -> tuple[str, ...]:
     """The questions of a Chinese question whose clauses ask one each, every clause that asks
     nothing ("1992年4月，") going with the question after it; none when fewer than two ask."""
     parts, context = [], ""
-    for clause in filter(None, (c.strip() for c in _ZH_CLAUSE_SPLIT_RE.split(question))):
-        if _ZH_ASKING_RE.search(clause):
+    clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT_RE.split(question) if c.strip()]
+    for n, clause in enumerate(clauses):
+        last = n == len(clauses) - 1
+        if _ZH_ASKING_RE.search(clause) or (last and _ZH_OPEN_COPULA_RE.search(clause)):
             parts.append(f"{context}{clause}？")
             context = ""
         else:
