@@ -455,7 +455,8 @@ async def answer_from(
         {}
         if rejected and not text
         else {
-            "missing_parts": missing_parts(answer, context.min_confidence),
+            "missing_parts": missing_parts(answer, context.min_confidence)
+            or still_missing(state, answer, context.min_confidence),
             "disputed": answer.disputed,
             "unmentioned": answer.unmentioned,
             "unasked": answer.unasked,
@@ -480,6 +481,16 @@ def missing_parts(answer: Answer, min_confidence: float) -> list[str]:
     parts = answer.part_confidences
     missing = [part for part, sure in parts.items() if sure < min_confidence]
     return missing if len(missing) < len(parts) else []
+
+
+def still_missing(state: RAGState, answer: Answer, min_confidence: float) -> list[str]:
+    """The parts an earlier answer was not sure of, when this one is sure of no part at all:
+    what an earlier round found stays found, so the search goes on for the rest and a give-up
+    names it (a round that reads only the missing part's passages is sure of neither part)."""
+    parts = answer.part_confidences
+    if not parts or any(sure >= min_confidence for sure in parts.values()):
+        return []
+    return [part for part in state.get("missing_parts") or [] if part in parts]
 
 
 def answer_confidence(

@@ -390,6 +390,46 @@ async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
     assert result.to_json()["missing_parts"] == ["where was he buried?"]
 
 
+class ForgetfulReader:
+    """Sure of the first part over the first passages only: the passages retrieved for the
+    missing part answer neither part."""
+
+    backend, reports_confidence, reads_first_retrieval = "fake", True, False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, question, documents, rejected=(), background=()):
+        from reflexrag.nodes.judges import Answer
+
+        self.calls += 1
+        died = 0.9 if self.calls == 1 else 0.3
+        parts = {"When did Tesla die?": died, "where was he buried?": 0.2}
+        ids = [str(doc.id) for doc in documents]
+        return Answer(
+            f"answer {self.calls}", "extractive", ids, confidence=0.2, part_confidences=parts
+        )
+
+
+async def test_a_part_found_in_an_earlier_round_stays_found_for_the_give_up(flow_kb, monkeypatch):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+    from reflexrag.server.runner import run_question
+
+    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
+    reader = ForgetfulReader()
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
+    question = "When did Tesla die and where was he buried?"
+    result = await run_question("self_rag", question, context)
+    assert reader.calls == 2  # the second round read the missing part's passages
+    assert result.answer_kind == "not_found"
+    # The second round was sure of neither part; the first had found when he died.
+    assert result.answer == (
+        "I could not find an answer in the knowledge base to part of the question: "
+        "where was he buried."
+    )
+
+
 def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
     from reflexrag.nodes.judges import Answer
     from reflexrag.nodes.rag import missing_parts, not_found_text
