@@ -109,11 +109,25 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), "utf-8")
 
 
-def stress_set_parser(module: str) -> argparse.ArgumentParser:
-    """The arguments every stress-set builder takes: a QA set, its corpus, where to write."""
+def write_stress_set(out: Path, questions: list[dict[str, Any]], none_found: str) -> int:
+    """Write a stress set's questions to ``out/qa.jsonl`` and say how many: the exit code of
+    its builder, 1 (with ``none_found`` on stderr) when there are none."""
+    if not questions:
+        print(f"error: {none_found}", file=sys.stderr)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "qa.jsonl", questions)
+    print(f"{len(questions)} questions")
+    return 0
+
+
+def stress_set_parser(module: str, corpus: bool = True) -> argparse.ArgumentParser:
+    """The arguments every stress-set builder takes: a QA set, its corpus (unless the builder
+    reads the questions alone), where to write."""
     parser = argparse.ArgumentParser(prog=f"python -m reflexrag.benchmarks.{module}")
     parser.add_argument("--qa", type=Path, required=True, help="QA.jsonl")
-    parser.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")
+    if corpus:
+        parser.add_argument("--corpus", type=Path, required=True, help="CORPUS.jsonl")
     parser.add_argument("--out", type=Path, required=True, help="directory to write")
     parser.add_argument("--limit", type=int, help="at most N questions")
     parser.add_argument("--seed", type=int, default=1)

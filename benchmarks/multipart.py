@@ -8,7 +8,7 @@ the knowledge base does not hold, ``extra.withheld_doc_id``) asks for a fact tha
 there: it becomes ``category: unanswerable_in_corpus``, where saying not found is right and
 answering only the part the knowledge base holds is wrong.
 
-    python -m reflexrag.benchmarks.multipart --qa QA --corpus CORPUS --out DIR
+    python -m reflexrag.benchmarks.multipart --qa QA --out DIR
     reflexrag eval --qa DIR/qa.jsonl --corpus CORPUS --strategies all
 
 The shared sets hold no question of several parts, so this is how the reader's parts
@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from reflexrag.benchmarks.counterfactual import stress_set_parser, write_jsonl
+from reflexrag.benchmarks.counterfactual import stress_set_parser, write_stress_set
 from reflexrag.benchmarks.fixture import FixtureError, QAItem, load_qa
 
 _EN_QUESTION_WORD_RE = re.compile(r"^(?:who|whom|whose|what|when|where|which|why|how)\b", re.I)
@@ -117,20 +117,14 @@ def make(items: list[QAItem], limit: int | None, seed: int) -> list[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = stress_set_parser("multipart").parse_args(argv)
+    args = stress_set_parser("multipart", corpus=False).parse_args(argv)
     try:
         items = load_qa(args.qa)
     except (OSError, FixtureError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     questions = make(items, args.limit, args.seed)
-    if not questions:
-        print("error: no two single-hop questions share a gold passage", file=sys.stderr)
-        return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_jsonl(args.out / "qa.jsonl", questions)
-    print(f"{len(questions)} questions")
-    return 0
+    return write_stress_set(args.out, questions, "no two single-hop questions share a gold passage")
 
 
 if __name__ == "__main__":

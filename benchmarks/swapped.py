@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reflexrag.benchmarks.counterfactual import stress_set_parser, write_jsonl
+from reflexrag.benchmarks.counterfactual import stress_set_parser, write_stress_set
 from reflexrag.benchmarks.fixture import FixtureError, QAItem, load_qa
 from reflexrag.nodes.judges.spans import names_in
 from reflexrag.providers.text import is_chinese, term_set
@@ -142,13 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     questions = make(items, corpus, other, args.limit, args.seed)
-    if not questions:
-        print("error: no English single-hop question names what its passage names", file=sys.stderr)
-        return 1
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_jsonl(args.out / "qa.jsonl", questions)
-    print(f"{len(questions)} questions")
-    return 0
+    none_found = "no English single-hop question names what its passage names"
+    return write_stress_set(args.out, questions, none_found)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,33 @@ def test_swapping_puts_a_name_or_figure_the_corpus_never_mentions_into_the_quest
     assert questions["a#swapped"]["extra"]["swapped"]["from"] == "1998"
 
 
+def test_the_multi_part_builder_writes_its_set_or_says_why_not(tmp_path, capsys):
+    import json
+
+    from reflexrag.benchmarks.multipart import main
+
+    out = tmp_path / "out"
+    assert main(["--qa", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
+    qa = tmp_path / "qa.jsonl"
+    rows = [
+        {"qid": "a", "question": "When did Tesla die?", "answers": ["1943"], "gold_doc_ids": ["t"]},
+        {
+            "qid": "b",
+            "question": "Where was he born?",
+            "answers": ["Smiljan"],
+            "gold_doc_ids": ["t"],
+        },
+    ]
+    qa.write_text(json.dumps(rows[0]) + "\n", "utf-8")
+    assert main(["--qa", str(qa), "--out", str(out)]) == 1
+    assert "no two single-hop questions share a gold passage" in capsys.readouterr().err
+    assert not out.exists()
+    qa.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+    assert main(["--qa", str(qa), "--out", str(out)]) == 0
+    written = [json.loads(line) for line in (out / "qa.jsonl").read_text("utf-8").splitlines()]
+    assert [row["qid"] for row in written] in (["a+b"], ["b+a"])
+
+
 def test_the_leave_one_set_out_verdict_takes_the_best_self_correcting_strategy():
     from reflexrag.benchmarks.loso import summary, verdict
 
