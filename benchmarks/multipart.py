@@ -46,7 +46,11 @@ def article(doc_id: str) -> str:
     return doc_id.rsplit(":", 1)[0]
 
 
-def row(qid: str, question: str, items: list[QAItem], category: str, **extra: Any) -> dict:
+def row(
+    qid: str, question: str, items: list[QAItem], category: str, **extra: Any
+) -> dict[str, Any]:
+    """The joined question as a QA row: the gold passages of ``items`` (the questions the
+    knowledge base can answer), the language and source of the first."""
     first = items[0]
     return {
         "qid": qid,
