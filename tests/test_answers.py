@@ -613,6 +613,14 @@ async def test_a_yes_no_claim_is_quoted_from_the_sentence_that_says_it():
         # Comparisons ask about two things, not for two facts; one fact is one part.
         ("What is the difference between the senate and the house of representatives?", ()),
         ("Which is older, Paris or Rome, and by how much?", ()),
+        (
+            "What is the difference between the senate and what the house does?",
+            (),
+        ),
+        (
+            "What did Tesla make, and when did the partnership between Tesla and Lane form?",
+            ("What did Tesla make", "when did the partnership between Tesla and Lane form?"),
+        ),
         ("When did Tesla die?", ()),
     ],
 )

@@ -880,7 +880,11 @@ def question_parts(question: str) -> tuple[str, ...]:
     the price of …?", "霸王别姬的导演和主演是谁？"); none for any other question, nor for one
     comparing two things, whose parts are the things, not the facts asked."""
     question = " ".join(question.split())
-    if _COMPARISON_RE.search(question):
+    two = _TWO_QUESTIONS_RE.match(question)
+    # A comparison's "and" joins the things compared ("the difference between X and what Y
+    # does"); one in the second of two questions is that question's own ("…, and when did
+    # the partnership between Tesla, Lane and Vail form?").
+    if _COMPARISON_RE.search(two["a"] if two else question):
         return ()
     if found := _ZH_TWO_NOUNS_RE.match(question):
         head, rest = found["head"], found["rest"]
@@ -889,8 +893,8 @@ def question_parts(question: str) -> tuple[str, ...]:
         return chinese_question_parts(question)
     if found := _TWO_QUESTION_WORDS_RE.match(question):
         return (f"{found['a']} {found['rest']}", f"{found['b']} {found['rest']}")
-    if found := _TWO_QUESTIONS_RE.match(question):
-        return (found["a"], found["b"])
+    if two:
+        return (two["a"], two["b"])
     if found := _TWO_NOUNS_RE.match(question):
         head, rest = found["head"], found["rest"]
         return (f"{head}{found['a']} {rest}", f"{head}{found['b']} {rest}")
