@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.documents import Document
@@ -455,8 +455,9 @@ async def answer_from(
         {}
         if rejected and not text
         else {
-            "missing_parts": missing_parts(answer, context.min_confidence)
-            or still_missing(state, answer, context.min_confidence),
+            "missing_parts": missing_parts(
+                answer, context.min_confidence, state.get("missing_parts") or []
+            ),
             "disputed": answer.disputed,
             "unmentioned": answer.unmentioned,
             "unasked": answer.unasked,
@@ -475,22 +476,17 @@ async def answer_from(
     }
 
 
-def missing_parts(answer: Answer, min_confidence: float) -> list[str]:
+def missing_parts(answer: Answer, min_confidence: float, earlier: Sequence[str] = ()) -> list[str]:
     """The parts of a question asking several things that ``answer`` is not sure of, when it is
-    sure of at least one (a question none of whose parts is answered is simply not found)."""
+    sure of at least one. When it is sure of none, the ``earlier`` round's missing parts: what
+    an earlier round found stays found, so the search goes on for the rest and a give-up names
+    it (a round that reads only the missing part's passages is sure of neither part). A
+    question none of whose parts was ever answered is simply not found."""
     parts = answer.part_confidences
     missing = [part for part, sure in parts.items() if sure < min_confidence]
-    return missing if len(missing) < len(parts) else []
-
-
-def still_missing(state: RAGState, answer: Answer, min_confidence: float) -> list[str]:
-    """The parts an earlier answer was not sure of, when this one is sure of no part at all:
-    what an earlier round found stays found, so the search goes on for the rest and a give-up
-    names it (a round that reads only the missing part's passages is sure of neither part)."""
-    parts = answer.part_confidences
-    if not parts or any(sure >= min_confidence for sure in parts.values()):
-        return []
-    return [part for part in state.get("missing_parts") or [] if part in parts]
+    if len(missing) < len(parts):
+        return missing
+    return [part for part in earlier if part in parts]
 
 
 def answer_confidence(
