@@ -177,6 +177,38 @@ def test_planting_a_false_answer_copies_the_gold_passage_with_another_answer_of_
     assert texts["tesla#planted"] == "Tesla died in 1931 in New York."
 
 
+def test_cutting_an_answer_removes_every_sentence_stating_it_and_keeps_the_others():
+    from reflexrag.benchmarks.cut import make
+
+    def item(qid: str, question: str, answer: str, doc: str) -> QAItem:
+        return QAItem(qid, "en", question, [answer], "in_corpus", "single", "s", "span", [doc])
+
+    items = [
+        item("a", "When did Tesla die?", "1943", "tesla"),
+        item("b", "Where did Tesla move?", "New York", "tesla"),
+        item("c", "When did Edison die?", "1931", "edison"),
+        item("d", "Why is the sky blue?", "scattering", "sky"),  # asks for no single fact
+    ]
+    corpus = [
+        {"doc_id": "tesla", "title": "Tesla", "text": "Tesla moved to New York.\nHe died in 1943."},
+        {"doc_id": "edison", "title": "Edison", "text": "Edison died in 1931. Tesla: 1943."},
+        {"doc_id": "sky", "title": "Sky", "text": "The sky is blue because of scattering."},
+    ]
+    questions, rows = make(items, corpus, None, seed=3)
+    by_qid = {row["qid"]: row for row in questions}
+    cut = [row for row in questions if row["category"] == "unanswerable_in_corpus"]
+    kept = [row for row in questions if row["category"] == "in_corpus"]
+    assert "d" not in by_qid and "d#cut" not in by_qid
+    assert cut and kept and len(cut) + len(kept) == 3
+    texts = " ".join(row["text"] for row in rows)
+    for row in cut:
+        assert row["qid"].endswith("#cut") and row["answers"] == []
+        assert row["extra"]["cut"] not in texts  # cut wherever the corpus said it
+    for row in kept:
+        assert row["answers"][0] in texts  # a kept question's passage still answers it
+    assert next(row for row in rows if row["doc_id"] == "sky") == corpus[2]
+
+
 def test_swapping_puts_a_name_or_figure_the_corpus_never_mentions_into_the_question():
     from reflexrag.benchmarks.swapped import make, said_in
 
