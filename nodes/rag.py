@@ -460,7 +460,7 @@ async def answer_from(
             ),
             "disputed": answer.disputed,
             "unmentioned": answer.unmentioned,
-            "unasked": answer.unasked,
+            "unasked": unsaid(answer, state.get("unasked") or [], first=attempt == 1),
         }
     )
     return {
@@ -487,6 +487,16 @@ def missing_parts(answer: Answer, min_confidence: float, earlier: Sequence[str] 
     if len(missing) < len(parts):
         return missing
     return [part for part in earlier if part in parts]
+
+
+def unsaid(answer: Answer, earlier: Sequence[str], first: bool) -> list[str]:
+    """The question's own words that no answer of the run has quoted a passage saying: those
+    ``answer``'s quote does not say, less any an ``earlier`` answer's did (a give-up names
+    them as words the passages found say nothing about, which a first answer turned down
+    for another reason, such as its confidence, may well have said)."""
+    if first:
+        return answer.unasked
+    return [word for word in answer.unasked if word in earlier]
 
 
 def answer_confidence(

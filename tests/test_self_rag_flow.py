@@ -430,6 +430,45 @@ async def test_a_part_found_in_an_earlier_round_stays_found_for_the_give_up(flow
     )
 
 
+class UnsureReader:
+    """Never sure; its first answer quotes a passage saying ``first_unsaid`` of what is asked
+    (all of it when empty), every later one none of it."""
+
+    backend, reports_confidence, reads_first_retrieval = "fake", True, False
+
+    def __init__(self, first_unsaid: list[str]) -> None:
+        self.first_unsaid = first_unsaid
+        self.calls = 0
+
+    async def generate(self, question, documents, rejected=(), background=()):
+        from reflexrag.nodes.judges import Answer
+
+        self.calls += 1
+        unsaid = self.first_unsaid if self.calls == 1 else ["buried"]
+        ids = [str(doc.id) for doc in documents]
+        return Answer(f"answer {self.calls}", "extractive", ids, confidence=0.2, unasked=unsaid)
+
+
+@pytest.mark.parametrize("first_unsaid, named", [(["buried"], True), ([], False)])
+async def test_a_give_up_names_only_words_no_answer_of_the_run_quoted(
+    flow_kb, monkeypatch, first_unsaid, named
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+    from reflexrag.server.runner import run_question
+
+    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
+    reader = UnsureReader(first_unsaid)
+    monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
+    result = await run_question("self_rag", "Where was Tesla buried?", context)
+    assert reader.calls == 2 and result.answer_kind == "not_found"
+    # The first answer, turned down for its confidence, quoted a passage saying "buried":
+    # the give-up must not say that no passage found did.
+    said_nothing = "the passages I found say nothing about “buried”."
+    assert result.answer.endswith(said_nothing) is named, result.answer
+    assert result.to_json().get("unasked", []) == (["buried"] if named else [])
+
+
 def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
     from reflexrag.nodes.judges import Answer
     from reflexrag.nodes.rag import missing_parts, not_found_text
