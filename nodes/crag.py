@@ -139,6 +139,13 @@ async def web_fallback(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
     context = context_of(runtime)
     query = state.get("web_query") or original_question(state)
     searches = state.get("web_searches", 0) + 1
+    # An ambiguous retrieval's chunks are refined beside the web's pages, or alone without
+    # them.
+    kept = (
+        [doc.id for doc in _retrieved(state, "kb")]
+        if state.get("crag_action") == ("ambiguous")
+        else []
+    )
     try:
         provider = get_search_provider(context.search_provider, context.web_kb)
         results = await search_with_timeout(provider, query, context.top_k)
@@ -146,15 +153,10 @@ async def web_fallback(state: RAGState, runtime: Runtime[Context]) -> dict[str, 
         emit(runtime, {"node": "web_fallback", "error": str(exc)})
         return {
             "web_searches": searches,
-            "last_retrieved_ids": [],
+            "last_retrieved_ids": kept,
             "steps": step("web_fallback", f"no external knowledge ({exc})"),
         }
     emit(runtime, {"node": "web_fallback", "query": query, "hits": len(results)})
-    kept = (
-        [doc.id for doc in _retrieved(state, "kb")]
-        if state.get("crag_action") == ("ambiguous")
-        else []
-    )
     return {
         "documents": results,
         "last_retrieved_ids": [*kept, *(str(doc.id) for doc in results)],

@@ -683,12 +683,16 @@ _NOT_FOUND_WORDS = (
 
 def not_found_text(question: str, state: RAGState) -> str:
     """Say the answer was not found (in the knowledge base, or on the web too when the run
-    searched it); for a question asking several things of which the latest answer was sure of
-    some, name the parts it was not sure of; where two sources disputed the latest answer,
+    read web pages); for a question asking several things of which the latest answer was sure
+    of some, name the parts it was not sure of; where two sources disputed the latest answer,
     quote both; where the question names something no passage the latest answer read
-    mentions, name it; where the passages it quoted say none of the question's own words,
-    name those."""
-    chinese, web = is_chinese(question), bool(state.get("web_searches"))
+    mentions, name it; where no passage the run's answers quoted says the question's own
+    words, name those."""
+    # "Or on the web" only when web pages were read: a run whose web search failed, or that
+    # has no web to search, looked in the knowledge base alone.
+    documents = state.get("documents") or []
+    web = any(doc.metadata.get("origin") == "web" for doc in documents)
+    chinese = is_chinese(question)
 
     def template(english: str, zh: str, english_web: str, zh_web: str) -> str:
         return ((english, zh), (english_web, zh_web))[web][chinese]

@@ -42,7 +42,8 @@ def web_document(url: str, title: str, text: str, score: float = 0.0) -> Documen
 
 class LocalWebSearch:
     """A knowledge base searched like a web index (offline stand-in for the internet); when
-    that knowledge base does not exist the "web" finds nothing."""
+    that knowledge base does not exist there is no web to search (a :class:`SearchError`, so
+    nothing claims the web was searched)."""
 
     name = "local"
 
@@ -53,7 +54,10 @@ class LocalWebSearch:
         try:
             kb = await asyncio.to_thread(get_knowledge_base, self.kb_name, False)
         except UnknownKnowledgeBaseError:
-            return []
+            raise SearchError(
+                f"no web collection: knowledge base {self.kb_name!r} does not exist "
+                f"(reflexrag ingest --kb {self.kb_name} FILES fills it)"
+            ) from None
         documents = await asyncio.to_thread(kb.search, query, k)
         for doc in documents:
             doc.metadata["origin"] = "web"

@@ -287,6 +287,28 @@ async def test_unreachable_search_provider_degrades_to_no_external_knowledge(cra
     assert any(s["summary"].startswith("no external knowledge") for s in state["steps"])
 
 
+@pytest.mark.parametrize("graph", [crag_graph, self_crag_graph])
+async def test_without_a_web_collection_a_give_up_does_not_claim_the_web(
+    crag_kbs, monkeypatch, graph
+):
+    # The offline default searches a knowledge base as the web; none exists by that name.
+    context = fake_context(monkeypatch, {}, web_kb="no-such-web")
+    state = await graph.ainvoke({"question": "Who won the 1998 World Cup?"}, context=context)
+    searched = next(s["summary"] for s in state["steps"] if s["node"] == "web_fallback")
+    assert searched.startswith("no external knowledge (no web collection:")
+    assert "'no-such-web' does not exist" in searched
+    assert state["stop_reason"] == "no_relevant_knowledge"
+    assert state["generation"] == "I could not find an answer in the knowledge base."
+
+
+async def test_an_ambiguous_retrieval_without_a_web_refines_its_own_chunks(crag_kbs, monkeypatch):
+    context = fake_context(monkeypatch, {"inventor": 0.5}, web_kb="no-such-web")
+    state = await crag_graph.ainvoke({"question": "Tell me about Tesla"}, context=context)
+    assert state["crag_action"] == "ambiguous"
+    assert {s.metadata["doc_id"] for s in state["knowledge_strips"]} == {"tesla-kb"}
+    assert state["stop_reason"] == "answered"
+
+
 async def test_search_timeout_degrades_too(crag_kbs, monkeypatch):
     class Hanging:
         name = "hanging"

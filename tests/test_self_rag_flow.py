@@ -7,6 +7,7 @@ how many judge calls every branch makes.
 from __future__ import annotations
 
 import pytest
+from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
@@ -14,6 +15,8 @@ from reflexrag.graphs.naive import graph as naive_graph
 from reflexrag.graphs.self_rag import graph as self_rag_graph
 from tests.flow import SELF_RAG_FIRST_PASS, nodes, scripted
 
+WEB_READ = {"documents": [Document("a page", metadata={"origin": "web"})], "web_searches": 1}
+"""The state of a run that read web pages: a give-up says it looked on the web too."""
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 ROUTE_YES, ROUTE_NO = '{"retrieve": "yes"}', '{"retrieve": "no", "reason": "small talk"}'
 FULLY, UNGROUNDED = '{"level": "fully"}', '{"level": "no"}'
@@ -482,7 +485,7 @@ def test_a_give_up_names_the_missing_part_only_when_some_part_was_answered():
     question = "霸王别姬的导演和主演是谁？"
     named = not_found_text(question, {"missing_parts": ["霸王别姬的主演是谁？"]})
     assert named == "我在知识库中没有找到问题这一部分的答案：霸王别姬的主演是谁。"
-    on_the_web = not_found_text(question, {"missing_parts": ["主演"], "web_searches": 1})
+    on_the_web = not_found_text(question, {"missing_parts": ["主演"], **WEB_READ})
     assert on_the_web.startswith("我在知识库和网络搜索中都没有找到")
     assert not_found_text("When did Tesla die?", {}) == (
         "I could not find an answer in the knowledge base."
@@ -497,7 +500,7 @@ def test_a_give_up_names_what_the_question_names_and_no_passage_mentions():
         "I could not find an answer in the knowledge base: no passage I found mentions "
         "“iPhone”, “16”."
     )
-    searched = not_found_text("When did the iPhone 16 go on sale?", {**state, "web_searches": 1})
+    searched = not_found_text("When did the iPhone 16 go on sale?", {**state, **WEB_READ})
     assert searched.startswith("I could not find an answer in the knowledge base or on the web:")
     assert not_found_text("2019年NBA总冠军是谁？", {"unmentioned": ["2019", "NBA"]}) == (
         "我在知识库中没有找到答案：找到的段落都没有提到“2019”、“NBA”。"
@@ -516,7 +519,7 @@ def test_a_give_up_names_the_words_asked_that_no_passage_said():
         "I could not find an answer in the knowledge base: the passages I found say nothing "
         "about “language”, “books”."
     )
-    searched = not_found_text(question, {**state, "web_searches": 1})
+    searched = not_found_text(question, {**state, **WEB_READ})
     assert searched.startswith("I could not find an answer in the knowledge base or on the web:")
     assert searched.endswith("say nothing about “language”, “books”.")
     assert not_found_text("成吉思汗死后，帝国东边是什么海？", {"unasked": ["东边", "海"]}) == (
