@@ -134,14 +134,23 @@ def stress_set_parser(module: str, corpus: bool = True) -> argparse.ArgumentPars
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = stress_set_parser("counterfactual").parse_args(argv)
+def read_inputs(args: argparse.Namespace) -> tuple[list[QAItem], list[dict[str, Any]]] | None:
+    """A builder's QA set and corpus rows; None, with the error on stderr, when either cannot
+    be read."""
     try:
         items = load_qa(args.qa)
         corpus = [json.loads(line) for line in args.corpus.read_text("utf-8").splitlines() if line]
     except (OSError, FixtureError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return None
+    return items, corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = stress_set_parser("counterfactual").parse_args(argv)
+    if (inputs := read_inputs(args)) is None:
         return 2
+    items, corpus = inputs
     questions, planted_corpus = plant(items, corpus, args.limit, args.seed)
     if not questions:
         print("error: no question's gold passage states a short answer to replace", file=sys.stderr)

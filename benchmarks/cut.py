@@ -17,19 +17,19 @@ cut), which a reader would rightly still find.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from dataclasses import asdict
 from typing import Any
 
 from reflexrag.benchmarks.counterfactual import (
+    read_inputs,
     short_answer,
     stress_set_parser,
     write_jsonl,
     write_stress_set,
 )
-from reflexrag.benchmarks.fixture import FixtureError, QAItem, load_qa
+from reflexrag.benchmarks.fixture import QAItem
 from reflexrag.nodes.judges.spans import question_focus
 from reflexrag.providers.text import is_chinese, join_sentences, split_sentences, unwrapped_lines
 
@@ -98,12 +98,9 @@ def make(
 
 def main(argv: list[str] | None = None) -> int:
     args = stress_set_parser("cut").parse_args(argv)
-    try:
-        items = load_qa(args.qa)
-        corpus = [json.loads(line) for line in args.corpus.read_text("utf-8").splitlines() if line]
-    except (OSError, FixtureError, json.JSONDecodeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if (inputs := read_inputs(args)) is None:
         return 2
+    items, corpus = inputs
     questions, cut_corpus = make(items, corpus, args.limit, args.seed)
     none_found = "no single-fact question's gold passage states a short answer to cut"
     written = write_stress_set(args.out, questions, none_found)
