@@ -150,16 +150,18 @@ def test_a_planted_answer_counts_as_repeated_only_when_given_without_the_true_on
     assert score(planted, _result("Sydney"))["correct"] == 0.0
 
 
+def fact(qid: str, question: str, answer: str, doc: str) -> QAItem:
+    """An answerable single-hop English question whose answer ``doc`` states."""
+    return QAItem(qid, "en", question, [answer], "in_corpus", "single", "s", "span", [doc])
+
+
 def test_planting_a_false_answer_copies_the_gold_passage_with_another_answer_of_its_kind():
     from reflexrag.benchmarks.counterfactual import plant
 
-    def item(qid: str, question: str, answer: str, doc: str) -> QAItem:
-        return QAItem(qid, "en", question, [answer], "in_corpus", "single", "s", "span", [doc])
-
     items = [
-        item("a", "When did Tesla die?", "1943", "tesla"),
-        item("b", "When did Edison die?", "1931", "edison"),
-        item("c", "Who built the bridge?", "John Roebling", "bridge"),
+        fact("a", "When did Tesla die?", "1943", "tesla"),
+        fact("b", "When did Edison die?", "1931", "edison"),
+        fact("c", "Who built the bridge?", "John Roebling", "bridge"),
     ]
     corpus = [
         {"doc_id": "tesla", "title": "Tesla", "text": "Tesla died in 1943 in New York."},
@@ -180,14 +182,11 @@ def test_planting_a_false_answer_copies_the_gold_passage_with_another_answer_of_
 def test_cutting_an_answer_removes_every_sentence_stating_it_and_keeps_the_others():
     from reflexrag.benchmarks.cut import make
 
-    def item(qid: str, question: str, answer: str, doc: str) -> QAItem:
-        return QAItem(qid, "en", question, [answer], "in_corpus", "single", "s", "span", [doc])
-
     items = [
-        item("a", "When did Tesla die?", "1943", "tesla"),
-        item("b", "Where did Tesla move?", "New York", "tesla"),
-        item("c", "When did Edison die?", "1931", "edison"),
-        item("d", "Why is the sky blue?", "scattering", "sky"),  # asks for no single fact
+        fact("a", "When did Tesla die?", "1943", "tesla"),
+        fact("b", "Where did Tesla move?", "New York", "tesla"),
+        fact("c", "When did Edison die?", "1931", "edison"),
+        fact("d", "Why is the sky blue?", "scattering", "sky"),  # asks for no single fact
     ]
     corpus = [
         {"doc_id": "tesla", "title": "Tesla", "text": "Tesla moved to New York.\nHe died in 1943."},
@@ -212,13 +211,10 @@ def test_cutting_an_answer_removes_every_sentence_stating_it_and_keeps_the_other
 def test_swapping_puts_a_name_or_figure_the_corpus_never_mentions_into_the_question():
     from reflexrag.benchmarks.swapped import make, said_in
 
-    def item(qid: str, question: str, doc: str) -> QAItem:
-        return QAItem(qid, "en", question, ["x"], "in_corpus", "single", "s", "span", [doc])
-
     items = [
-        item("a", "What happened at the 1998 election?", "vote"),
-        item("b", "When did Tesla move to New York?", "tesla"),
-        item("c", "Why is the sky blue?", "sky"),  # names nothing
+        fact("a", "What happened at the 1998 election?", "x", "vote"),
+        fact("b", "When did Tesla move to New York?", "x", "tesla"),
+        fact("c", "Why is the sky blue?", "x", "sky"),  # names nothing
     ]
     corpus = [
         {"doc_id": "vote", "title": "Vote", "text": "The 1998 election, won by 1999 votes."},
