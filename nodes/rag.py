@@ -490,10 +490,10 @@ def missing_parts(answer: Answer, min_confidence: float, earlier: Sequence[str] 
 
 
 def unsaid(answer: Answer, earlier: Sequence[str], first: bool) -> list[str]:
-    """The question's own words that no answer of the run has quoted a passage saying: those
-    ``answer``'s quote does not say, less any an ``earlier`` answer's did (a give-up names
-    them as words the passages found say nothing about, which a first answer turned down
-    for another reason, such as its confidence, may well have said)."""
+    """The question's own words that no answer of the run quoted a passage saying: those
+    ``answer`` leaves unsaid that every earlier answer left unsaid too (``earlier``). A
+    give-up names them as words the passages found say nothing about, and a first answer
+    turned down for another reason (its confidence) may well have said them."""
     if first:
         return answer.unasked
     return [word for word in answer.unasked if word in earlier]
