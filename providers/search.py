@@ -55,8 +55,8 @@ class LocalWebSearch:
             kb = await asyncio.to_thread(get_knowledge_base, self.kb_name, False)
         except UnknownKnowledgeBaseError:
             raise SearchError(
-                f"no web collection: knowledge base {self.kb_name!r} does not exist "
-                f"(reflexrag ingest --kb {self.kb_name} FILES fills it)"
+                f"no web collection: knowledge base {self.kb_name!r} does not exist; "
+                f"reflexrag ingest --kb {self.kb_name} FILES fills it"
             ) from None
         documents = await asyncio.to_thread(kb.search, query, k)
         for doc in documents:
