@@ -17,6 +17,7 @@ from tests.flow import SELF_RAG_FIRST_PASS, nodes, scripted
 
 WEB_READ = {"documents": [Document("a page", metadata={"origin": "web"})], "web_searches": 1}
 """The state of a run that read web pages: a give-up says it looked on the web too."""
+
 YES, NO = '{"binary_score": "yes"}', '{"binary_score": "no"}'
 ROUTE_YES, ROUTE_NO = '{"retrieve": "yes"}', '{"retrieve": "no", "reason": "small talk"}'
 FULLY, UNGROUNDED = '{"level": "fully"}', '{"level": "no"}'
@@ -434,8 +435,8 @@ async def test_a_part_found_in_an_earlier_round_stays_found_for_the_give_up(flow
 
 
 class UnsureReader:
-    """Never sure; its first answer quotes a passage saying ``first_unsaid`` of what is asked
-    (all of it when empty), every later one none of it."""
+    """Never sure; its first answer leaves ``first_unsaid`` of what is asked unsaid (says all
+    of it when empty), every later one leaves "buried" unsaid."""
 
     backend, reports_confidence, reads_first_retrieval = "fake", True, False
 
@@ -465,8 +466,8 @@ async def test_a_give_up_names_only_words_no_answer_of_the_run_quoted(
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
     result = await run_question("self_rag", "Where was Tesla buried?", context)
     assert reader.calls == 2 and result.answer_kind == "not_found"
-    # The first answer, turned down for its confidence, quoted a passage saying "buried":
-    # the give-up must not say that no passage found did.
+    # When the first answer (turned down for its confidence) quoted a passage saying
+    # "buried", the give-up must not claim that no passage found did.
     said_nothing = "the passages I found say nothing about “buried”."
     assert result.answer.endswith(said_nothing) is named, result.answer
     assert result.to_json().get("unasked", []) == (["buried"] if named else [])
