@@ -25,8 +25,8 @@ from typing import Any
 
 from reflexrag.benchmarks.counterfactual import stress_set_parser, write_stress_set
 from reflexrag.benchmarks.fixture import FixtureError, QAItem, load_qa
+from reflexrag.nodes.judges.spans import QUESTION_WORD_RE
 
-_EN_QUESTION_WORD_RE = re.compile(r"^(?:who|whom|whose|what|when|where|which|why|how)\b", re.I)
 _END_RE = re.compile(r"[\s?？。.]+$")
 
 
@@ -36,7 +36,7 @@ def joined(first: QAItem, second: QAItem) -> str | None:
     a, b = _END_RE.sub("", first.question), _END_RE.sub("", second.question)
     if first.lang.startswith("zh"):
         return f"{a}，{b}？"
-    if not (_EN_QUESTION_WORD_RE.match(a) and _EN_QUESTION_WORD_RE.match(b)):
+    if not (QUESTION_WORD_RE.match(a) and QUESTION_WORD_RE.match(b)):
         return None
     return f"{a}, and {b[0].lower()}{b[1:]}?"
 

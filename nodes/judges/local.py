@@ -814,7 +814,6 @@ def same_polarity(question: str, sentence: str) -> bool:
 
 
 _WH = r"(?:when|where|who|whom|whose|what|which|how|why)"
-_WH_WORD_RE = re.compile(rf"\b{_WH}\b", re.I)
 _TWO_QUESTIONS_RE = re.compile(rf"^(?P<a>{_WH}\b.+?)\s*,?\s+and\s+(?P<b>{_WH}\b.+)$", re.I)
 _TWO_QUESTION_WORDS_RE = re.compile(rf"^(?P<a>{_WH})\s+and\s+(?P<b>{_WH})\s+(?P<rest>.+)$", re.I)
 _TWO_NOUNS_RE = re.compile(
@@ -866,7 +865,7 @@ def asks_two_things(question: str) -> bool:
     ("Who is the individual whose trial …, and who was likened to …?"), so no one name
     several sources share answers it."""
     asked = {
-        found.group(0).lower() if (found := _WH_WORD_RE.search(part)) else part
+        found.group(0).lower() if (found := QUESTION_WORD_RE.search(part)) else part
         for part in question_parts(question)
     }
     return len(asked) >= 2
