@@ -194,15 +194,19 @@ def generation_context(
     return [by_id[i] for i in wanted if i in by_id][: context.max_context_docs]
 
 
+def web_pages(state: RAGState) -> list[Document]:
+    """The web search's pages among everything this run retrieved."""
+    return [doc for doc in state.get("documents") or [] if doc.metadata.get("origin") == "web"]
+
+
 def background_context(state: RAGState) -> list[Document]:
     """What the generator reads beside the documents it may quote: every chunk this run
     retrieved. The parts of a yes/no claim, or a shared name's full form, may sit in chunks
     graded under the bar, found by another round, or left out of CRAG's refined strips. A
     knowledge-base retrieval CRAG judged incorrect is left out: only the web's pages count."""
-    documents = state.get("documents") or []
     if state.get("crag_action") == "incorrect":
-        return [doc for doc in documents if doc.metadata.get("origin") == "web"]
-    return list(documents)
+        return web_pages(state)
+    return list(state.get("documents") or [])
 
 
 def with_first_retrieval(
@@ -690,8 +694,7 @@ def not_found_text(question: str, state: RAGState) -> str:
     words, name those."""
     # "Or on the web" only when web pages were read: a run whose web search failed, or that
     # has no web to search, looked in the knowledge base alone.
-    documents = state.get("documents") or []
-    web = any(doc.metadata.get("origin") == "web" for doc in documents)
+    web = bool(web_pages(state))
     chinese = is_chinese(question)
 
     def template(english: str, zh: str, english_web: str, zh_web: str) -> str:
