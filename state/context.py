@@ -99,7 +99,8 @@ class Context:
         "every question the tutorial asks (one call per chunk); batched grades all chunks in "
         "one call, grounded and useful in one call, and asks the router only when rules "
         "cannot tell; cascade is batched, with the local judge deciding the chunks it scores "
-        "far from its bar.",
+        "far from its bar, and a written answer as sure as the local reader is that the "
+        "passages answer the question.",
     )
     crag_upper: Annotated[float | None, between(0, 1)] = described(
         None, "CRAG: a score at or above this makes retrieval correct."

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from reflexrag.nodes.judges import GENERATOR_BACKENDS, JUDGE_BACKENDS, llm
-from reflexrag.nodes.judges.base import RelevanceGrade
+from reflexrag.nodes.judges.base import Answer, RelevanceGrade
 from reflexrag.nodes.judges.cascade import cascade_band
 from reflexrag.nodes.judges.llm import (
     LLMGenerator,
@@ -305,6 +305,60 @@ async def test_a_written_answer_standing_on_no_passage_is_sure_of_nothing():
     said = await LLMGenerator(writer).generate("What year did Tesla die?", [TESLA])
     cited = await LLMGenerator(writer).generate("What year did Tesla die?", [TESLA])
     assert said.confidence is None and cited.confidence is None
+
+
+class Reader:
+    """A local reader that says how sure it is that a sentence of the passages answers."""
+
+    backend = "local"
+    reports_confidence = True
+    reads_first_retrieval = True
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.asked: list[tuple] = []
+
+    async def generate(self, question, documents, rejected=(), background=()) -> Answer:
+        self.asked.append((question, list(documents), list(rejected), list(background)))
+        return self.answer
+
+
+async def test_a_reader_vouches_for_a_written_answer_with_its_own_sureness():
+    question, other = "What year did Tesla die?", Document("Edison founded GE.", id="e")
+    writer = model("Tesla died in 1943 [1].", "Tesla died in 1943 [1].", "The answer is: 2019")
+    said = "Nikola Tesla died on 7 January 1943 in New York."
+    sure = Reader(Answer("1943", "extractive", ["tesla"], confidence=0.83, stands_on=[said]))
+    vouched = await LLMGenerator(writer, reader=sure).generate(question, [TESLA], ["x"], [other])
+    assert vouched.text == "Tesla died in 1943 [1]." and vouched.confidence == 0.83
+    # It reads the passages afresh: what rejected answers stood on is the writer's business.
+    assert sure.asked == [(question, [TESLA], [], [other])]
+    nothing = Reader(Answer("", "extractive"))
+    unread = await LLMGenerator(writer, reader=nothing).generate(question, [TESLA])
+    assert unread.confidence == 0.0
+    # An answer standing on no passage stays sure of nothing, whatever the reader would say.
+    made_up = await LLMGenerator(writer, reader=sure).generate(question, [TESLA])
+    assert made_up.confidence == 0.0 and len(sure.asked) == 1
+    # A verdict stands on no one sentence: its sureness is how much of the claim the passages
+    # cover, not whether they hold what the model wrote, so the cited passages' grades stand.
+    verdict = Reader(Answer("Yes", "extractive", ["tesla"], confidence=0.2))
+    asked = "Did Tesla die in New York?"
+    written = await LLMGenerator(model("Yes, in New York [1]."), reader=verdict).generate(
+        asked, [TESLA]
+    )
+    assert written.confidence is None and verdict.asked
+    assert LLMGenerator(writer, reader=sure).reports_confidence
+    assert not LLMGenerator(writer).reports_confidence
+
+
+def test_only_the_cascade_gives_the_llm_generator_a_local_reader(monkeypatch):
+    writer = GenericFakeChatModel(messages=iter([]))
+    monkeypatch.setattr("reflexrag.providers.models.get_chat_model", lambda role: writer)
+
+    def built(mode: str) -> LLMGenerator:
+        return GENERATOR_BACKENDS["llm"](Context(generator_backend="llm", llm_judging=mode))
+
+    assert built("cascade").reader is not None
+    assert built("batched").reader is None and built("per_call").reader is None
 
 
 def test_a_window_is_the_whole_passage_when_the_answer_shares_nothing_or_needs_all_of_it():

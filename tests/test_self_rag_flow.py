@@ -236,6 +236,39 @@ async def test_a_temperature_0_model_is_not_asked_again_what_it_answered_wrongly
     assert "1856" not in state["generation"]
 
 
+async def test_in_cascade_a_written_answer_the_passages_do_not_hold_is_not_found(
+    flow_kb, monkeypatch
+):
+    from reflexrag.nodes.judges import GENERATOR_BACKENDS
+    from reflexrag.nodes.judges.llm import LLMGenerator
+    from reflexrag.nodes.judges.local import ExtractiveGenerator
+    from reflexrag.providers.embeddings import get_embeddings
+
+    # The model writes a date the Edison passage does not hold, cites it, and the LLM judges
+    # call the passage relevant and the answer grounded and useful. The local reader, which
+    # vouches for a written answer in cascade mode, finds no sentence saying when Edison
+    # died: the answer is under min_confidence and, with no rewrite left, the run gives up.
+    # Over the Tesla passage the same script answers.
+    reader = ExtractiveGenerator(get_embeddings())
+    runs = {}
+    for question, written in [
+        ("When did Edison die?", "Edison died in 1931 [1]."),
+        ("When did Tesla die?", "Tesla died in 1943 [1]."),
+    ]:
+        context = scripted(monkeypatch, [ROUTE_YES, YES, FULLY, YES], [], top_k=1)
+        context.max_query_rewrites = 0
+        writer = GenericFakeChatModel(messages=iter([AIMessage(written)]))
+        generator = LLMGenerator(writer, reader=reader)
+        monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx, g=generator: g)
+        runs[question] = await self_rag_graph.ainvoke({"question": question}, context=context)
+    edison, tesla = runs["When did Edison die?"], runs["When did Tesla die?"]
+    assert "under min_confidence" in edison["steps"][-2]["summary"]
+    assert edison["answer_kind"] == "not_found" and nodes(edison)[-1] == "give_up"
+    assert "1931" not in edison["generation"]
+    assert tesla["confidence"] >= 0.5 and tesla["stop_reason"] == "answered"
+    assert tesla["generation"] == "Tesla died in 1943 [1]."
+
+
 async def test_never_grounded_ends_with_max_generation_attempts(flow_kb, monkeypatch):
     context = scripted(
         monkeypatch,

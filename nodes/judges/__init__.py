@@ -58,7 +58,10 @@ def _llm_generator(context: Context) -> Generator:
     # The generator finds the passages an answer cites by its terms (jieba, simplemma):
     # their data loads here, in the worker thread the first generator is built in.
     load_language_data()
-    return LLMGenerator(get_chat_model("generator"))
+    # In cascade mode the local reader vouches for a written answer: its confidence is how
+    # sure the reader is that the passages answer the question (see LLMGenerator.vouched).
+    reader = _local_generator(context) if context.llm_judging == "cascade" else None
+    return LLMGenerator(get_chat_model("generator"), reader=reader)
 
 
 JUDGE_BACKENDS: dict[str, Callable[[Context], Judge]] = {"local": _local_judge, "llm": _llm_judge}

@@ -13,7 +13,9 @@ what the LangGraph tutorials ask (one call per chunk, grounded and useful apart,
 every time); ``batched`` grades all chunks in one call, grounded and useful in one call, and
 asks the router only when rules cannot tell; ``cascade`` is batched, and the local judge
 decides the chunks its score was measured to decide (:mod:`nodes.judges.cascade`), so the
-model reads only the uncertain ones.
+model reads only the uncertain ones; there a written answer is as sure as the local reader is
+that the passages answer the question (``LLMGenerator.vouched``), so that ``min_confidence``
+turns down what a model wrote where the passages hold no answer.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from reflexrag.nodes.judges.base import (
     Answer,
     AnswerGrade,
     ComplexityVerdict,
+    Generator,
     GroundingGrade,
     Judge,
     RelevanceGrade,
@@ -666,14 +669,23 @@ class LLMGenerator:
     higher temperature, or one whose temperature is unknown, is asked again."""
 
     backend = "llm"
-    reports_confidence = False
     reads_first_retrieval = False
 
-    def __init__(self, model: BaseChatModel, deterministic: bool | None = None) -> None:
+    def __init__(
+        self,
+        model: BaseChatModel,
+        deterministic: bool | None = None,
+        reader: Generator | None = None,
+    ) -> None:
         self.model = model
         self.deterministic = (
             getattr(model, "temperature", None) == 0 if deterministic is None else deterministic
         )
+        self.reader = reader
+
+    @property
+    def reports_confidence(self) -> bool:
+        return self.reader is not None
 
     async def generate(
         self,
@@ -698,10 +710,29 @@ class LLMGenerator:
         used = [str(doc.id) for doc in cited_documents(text, documents)]
         # An answer that cites no passage and says no word of one stands on none of them:
         # sure of nothing, not unknown (a loop that gates on confidence then does not keep it).
-        unsupported = bool(documents) and stands_on_nothing(text, documents)
-        return Answer(
-            text, kind, used, confidence=0.0 if unsupported else None, stands_on=written_from
-        )
+        if documents and stands_on_nothing(text, documents):
+            confidence: float | None = 0.0
+        else:
+            confidence = await self.vouched(question, documents, background)
+        return Answer(text, kind, used, confidence=confidence, stands_on=written_from)
+
+    async def vouched(
+        self, question: str, documents: Sequence[Document], background: Sequence[Document]
+    ) -> float | None:
+        """How sure the local ``reader`` is that a sentence of the passages answers the
+        question (0 when it finds none). A model writes fluently whether or not the passages
+        hold the answer, and the passages it cites were graded on topic, not on answering;
+        the reader's sureness is the answers model's, calibrated on sets it was not fitted
+        on. None (the cited passages' grades stand in) without a reader or passages, and
+        where the reader's own answer stands on no one sentence: a yes/no verdict or a name
+        counted across documents, whose sureness says how much of a claim the passages
+        cover, not whether they hold what the model wrote."""
+        if self.reader is None or not documents:
+            return None
+        read = await self.reader.generate(question, documents, (), background)
+        if not read.text or read.confidence is None:
+            return 0.0
+        return read.confidence if read.stands_on else None
 
 
 def prompt_fingerprint(prompt: str) -> str:
