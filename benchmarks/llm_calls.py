@@ -115,15 +115,20 @@ async def _mirror_reply(prompt: str) -> str | dict[str, Any]:
 
 
 def register_mirror() -> None:
-    """Add the ``mirror`` judge and generator backends (cascade gets the real local judge)."""
+    """Add the ``mirror`` judge and generator backends (cascade gets the real local judge,
+    and the real local reader vouching for written answers, as the ``llm`` backends do)."""
     mirror = MirrorChatModel()
 
     def judge(context: Context) -> LLMJudge:
         local = _judge() if context.llm_judging == "cascade" else None
         return LLMJudge(mirror, None, context.llm_judging, local)
 
+    def generator(context: Context) -> LLMGenerator:
+        reader = _generator() if context.llm_judging == "cascade" else None
+        return LLMGenerator(mirror, reader=reader)
+
     JUDGE_BACKENDS["mirror"] = judge
-    GENERATOR_BACKENDS["mirror"] = lambda context: LLMGenerator(mirror)
+    GENERATOR_BACKENDS["mirror"] = generator
 
 
 def _row(name: str, mode: str, summary: dict[str, Any], baseline: dict[str, Any]) -> str:
