@@ -33,7 +33,7 @@ from reflexrag.nodes.judges.llm import (
     supporting_window,
 )
 from reflexrag.nodes.judges.local import RELEVANCE_THRESHOLD
-from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.judges.usage import metered, record
 from reflexrag.providers.models import ModelServerError
 from reflexrag.providers.settings import get_settings
 from reflexrag.server.runner import run_question
@@ -320,6 +320,7 @@ class Reader:
 
     async def generate(self, question, documents, rejected=(), background=()) -> Answer:
         self.asked.append((question, list(documents), list(rejected), list(background)))
+        record("local", "generator", 10_000)  # what the local reader estimates it read
         return self.answer
 
 
@@ -328,8 +329,14 @@ async def test_a_reader_vouches_for_a_written_answer_with_its_own_sureness():
     writer = model("Tesla died in 1943 [1].", "Tesla died in 1943 [1].", "The answer is: 2019")
     said = "Nikola Tesla died on 7 January 1943 in New York."
     sure = Reader(Answer("1943", "extractive", ["tesla"], confidence=0.83, stands_on=[said]))
-    vouched = await LLMGenerator(writer, reader=sure).generate(question, [TESLA], ["x"], [other])
+    with metered() as meter:
+        vouched = await LLMGenerator(writer, reader=sure).generate(
+            question, [TESLA], ["x"], [other]
+        )
     assert vouched.text == "Tesla died in 1943 [1]." and vouched.confidence == 0.83
+    # The read is a local call; what the reader counts as read is no model's prompt tokens.
+    assert meter.counts["local.reader"] == 1 and meter.counts["llm.generator"] == 1
+    assert "local.generator" not in meter.counts and meter.counts["tokens.prompt"] < 10_000
     # It reads the passages afresh: what rejected answers stood on is the writer's business.
     assert sure.asked == [(question, [TESLA], [], [other])]
     nothing = Reader(Answer("", "extractive"))

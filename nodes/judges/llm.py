@@ -54,7 +54,7 @@ from reflexrag.nodes.judges.rules import (
     no_retrieval_reason,
     unresolved_reference,
 )
-from reflexrag.nodes.judges.usage import record, tally
+from reflexrag.nodes.judges.usage import metered, record, tally
 from reflexrag.providers.models import UnsupportedRequestError, call_model
 from reflexrag.providers.settings import get_settings
 from reflexrag.providers.text import (
@@ -729,7 +729,10 @@ class LLMGenerator:
         cover, not whether they hold what the model wrote."""
         if self.reader is None or not documents:
             return None
-        read = await self.reader.generate(question, documents, (), background)
+        # One local read, counted as such: its estimate of what it read is no model's tokens.
+        with metered():
+            read = await self.reader.generate(question, documents, (), background)
+        record(self.reader.backend, "reader")
         if not read.text or read.confidence is None:
             return 0.0
         return read.confidence if read.stands_on else None
