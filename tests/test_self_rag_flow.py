@@ -255,8 +255,8 @@ async def test_in_cascade_a_written_answer_the_passages_do_not_hold_is_not_found
         ("When did Edison die?", "Edison died in 1931 [1]."),
         ("When did Tesla die?", "Tesla died in 1943 [1]."),
     ]:
-        context = scripted(monkeypatch, [ROUTE_YES, YES, FULLY, YES], [], top_k=1)
-        context.max_query_rewrites = 0
+        grader = [ROUTE_YES, YES, FULLY, YES]
+        context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=0)
         writer = GenericFakeChatModel(messages=iter([AIMessage(written)]))
         generator = LLMGenerator(writer, reader=reader)
         monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx, g=generator: g)
