@@ -722,11 +722,11 @@ class LLMGenerator:
         """How sure the local ``reader`` is that a sentence of the passages answers the
         question (0 when it finds none). A model writes fluently whether or not the passages
         hold the answer, and the passages it cites were graded on topic, not on answering;
-        the reader's sureness is the answers model's, calibrated on sets it was not fitted
-        on. None (the cited passages' grades stand in) without a reader or passages, and
-        where the reader's own answer stands on no one sentence: a yes/no verdict or a name
-        counted across documents, whose sureness says how much of a claim the passages
-        cover, not whether they hold what the model wrote."""
+        the reader's sureness is the answers model's, whose calibration was checked on sets
+        it was not fitted on. None (the cited passages' grades stand in) without a reader or
+        passages, and where the reader's own answer stands on no one sentence: a yes/no
+        verdict or a name counted across documents, whose sureness says how much of a claim
+        the passages cover, not whether they hold what the model wrote."""
         if self.reader is None or not documents:
             return None
         # One local read, counted as such: its estimate of what it read is no model's tokens.
