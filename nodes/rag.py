@@ -17,6 +17,7 @@ from langgraph.types import RetryPolicy
 
 from reflexrag.nodes.judges import Answer, Generator, Judge, get_generator, get_judge
 from reflexrag.nodes.judges.usage import metered
+from reflexrag.nodes.routing import found_nothing_new
 from reflexrag.providers.knowledge_base import (
     KnowledgeBase,
     StoreUnavailableError,
@@ -228,6 +229,7 @@ def with_first_retrieval(
 _FRESH_QUESTION: dict[str, Any] = {
     "documents": RESET,
     "last_retrieved_ids": [],
+    "new_chunk_ids": [],
     "doc_grades": RESET,
     "generation": "",
     "quote": "",
@@ -365,6 +367,7 @@ async def retrieve_chunks(
     context = context_of(runtime)
     query = state["question"]
     k = context.initial_k or context.top_k
+    known = {doc.id for doc in state.get("documents") or []}
     documents = await search_chunks(context, query, k, exclude)
     update: dict[str, Any] = {}
     summary = f"{len(documents)} chunks for {query!r}"
@@ -372,12 +375,18 @@ async def retrieve_chunks(
     if context.initial_k and documents:
         documents, update = await skip_reading(state, context, documents, against)
         summary = f"read {len(documents)} of {progress['candidates']} candidates for {query!r}"
+    # What a later round adds to the run's evidence: a rewrite that finds nothing new has
+    # nothing to correct the last answer with (see ``routing.found_nothing_new``).
+    new = [str(doc.id) for doc in documents if doc.id not in known]
+    if known:
+        summary += f", {len(new)} not retrieved before"
     emit(runtime, {**progress, "hits": len(documents)})
     return {
         **update,
         "original_question": original_question(state),
         "documents": documents,
         "last_retrieved_ids": [str(doc.id) for doc in documents],
+        "new_chunk_ids": new,
         "retrieval_attempts": state.get("retrieval_attempts", 0) + 1,
         "steps": step(node, summary),
     }
@@ -624,6 +633,8 @@ def give_up_reason(state: RAGState, context: Context) -> str:
         return "max_generation_attempts"
     if state.get("disputed"):
         return "sources_disagree"
+    if found_nothing_new(state):
+        return "no_new_evidence"
     return "max_retrieval_attempts"
 
 
@@ -642,7 +653,13 @@ async def give_up(state: RAGState, runtime: Runtime[Context]) -> dict[str, Any]:
     best_effort = (
         await best_evidence_answer(state, context)
         if context.best_effort
-        and reason in ("max_retrieval_attempts", "no_relevant_knowledge", "sources_disagree")
+        and reason
+        in (
+            "max_retrieval_attempts",
+            "no_new_evidence",
+            "no_relevant_knowledge",
+            "sources_disagree",
+        )
         else None
     )
     if best_effort is not None:

@@ -23,14 +23,37 @@ def route_retrieval_decision(state: RAGState) -> Literal["retrieve", "generate"]
     return "retrieve" if state.get("needs_retrieval", True) else "generate"
 
 
+def found_nothing_new(state: RAGState) -> bool:
+    """Whether a rewritten query's retrieval gave the run nothing new to read: no chunk it had
+    not retrieved before; or, after answers that stood on sentences (or on a prompt) were
+    turned down, no new chunk graded relevant, so the next answer could only stand on the
+    evidence already read, past what was rejected. (A yes/no verdict or a name counted across
+    documents stands on no one sentence: every chunk retrieved may change it.)"""
+    new = state.get("new_chunk_ids")
+    if not state.get("query_rewrites") or new is None:  # (a state kept before they were)
+        return False
+    if not new:
+        return True
+    grades = state.get("doc_grades") or {}
+    if not state.get("stood_on") or any(i not in grades for i in new):
+        return False  # nothing stood on was turned down, or the new chunks are ungraded
+    return not any(grades[i]["relevant"] for i in new)
+
+
 def route_after_retrieve(state: RAGState) -> Literal["grade_documents", "give_up"]:
-    """An empty knowledge base has nothing to grade."""
-    return "grade_documents" if state.get("last_retrieved_ids") else "give_up"
+    """An empty knowledge base has nothing to grade, nor has a rewritten query that found only
+    chunks the run already had."""
+    if not state.get("last_retrieved_ids"):
+        return "give_up"
+    return "give_up" if found_nothing_new(state) else "grade_documents"
 
 
 def route_after_grading(state: RAGState) -> Literal["generate", "transform_query", "give_up"]:
-    """Generate from relevant chunks; with none, rewrite the query while rewrites are left."""
+    """Generate from relevant chunks; with none, rewrite the query while rewrites are left. A
+    rewrite that brought nothing new to answer from ends the loop (:func:`found_nothing_new`)."""
     grades = state.get("doc_grades") or {}
+    if found_nothing_new(state):
+        return "give_up"
     if any(grades[i]["relevant"] for i in state.get("last_retrieved_ids") or [] if i in grades):
         return "generate"
     if any(grade["relevant"] for grade in grades.values()):

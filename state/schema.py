@@ -22,6 +22,7 @@ StopReason = Literal[
     "empty_knowledge_base",
     "no_relevant_knowledge",
     "no_matching_documents",
+    "no_new_evidence",
     "needs_clarification",
 ]
 CragAction = Literal["correct", "incorrect", "ambiguous"]
@@ -171,6 +172,9 @@ class RAGState(TypedDict, total=False):
     """Every chunk retrieved so far, deduplicated by id."""
     last_retrieved_ids: list[str]
     """Chunk ids returned by the most recent retrieval."""
+    new_chunk_ids: list[str]
+    """Those of them the run had not retrieved before (none: a rewritten query found only
+    what was already read)."""
     doc_grades: Annotated[dict[str, DocGrade], merge_grades]
     generation: str
     """The answer: a short span (local backend) or a written answer (LLM)."""

@@ -56,14 +56,27 @@ async def test_irrelevant_documents_rewrite_the_query_and_retrieve_again(flow_kb
 
 
 async def test_chunks_retrieved_again_are_not_graded_again(flow_kb, monkeypatch):
-    # The rewrite finds the same chunk: its grade for this question is reused, not re-asked,
-    # so the script needs exactly one grader reply per distinct chunk.
-    context = scripted(monkeypatch, [ROUTE_YES, NO, "Tesla death", "Tesla died"], [], top_k=1)
-    context.max_query_rewrites = 2
+    # The rewrite finds Paris's chunk and Edison's again: Edison's grade for this question is
+    # reused, not re-asked, so the script needs exactly one grader reply per distinct chunk.
+    grader = [ROUTE_YES, NO, NO, "Paris capital of France", NO]
+    context = scripted(monkeypatch, grader, [], top_k=2, max_query_rewrites=1)
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
-    assert nodes(state).count("retrieve") == 3
-    assert state["usage"]["llm.grader"] == 1
+    assert nodes(state).count("retrieve") == 2
+    assert state["new_chunk_ids"] == ["paris#0"]
+    assert state["usage"]["llm.grader"] == 3
     assert state["stop_reason"] == "max_retrieval_attempts"
+
+
+async def test_a_rewrite_that_finds_only_chunks_already_read_ends_the_loop(flow_kb, monkeypatch):
+    # "Tesla death" fetches the one chunk already read and graded irrelevant: grading it again,
+    # or rewriting again from it, cannot change anything, so the run says not found at once.
+    grader = [ROUTE_YES, NO, "Tesla death"]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=3)
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
+    assert nodes(state)[-3:] == ["transform_query", "retrieve", "give_up"]
+    assert state["steps"][-2]["summary"].endswith(", 0 not retrieved before")
+    assert state["stop_reason"] == "no_new_evidence" and state["answer_kind"] == "not_found"
+    assert state["query_rewrites"] == 1
 
 
 async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
@@ -79,10 +92,10 @@ async def test_ungrounded_answer_is_regenerated(flow_kb, monkeypatch):
 async def test_grounded_but_useless_answer_transforms_the_query(flow_kb, monkeypatch):
     context = scripted(
         monkeypatch,
-        # All three chunks come back after the rewrite, graded already: no grader replies.
-        [ROUTE_YES, YES, YES, YES, FULLY, NO, "Tesla 1943", FULLY, YES],
+        # The rewrite finds Edison's chunk, which the run had not read.
+        [ROUTE_YES, YES, FULLY, NO, "Thomas Edison General Electric", YES, FULLY, YES],
         ["Tesla lived in New York [1].", "He died in 1943 [1]."],
-        top_k=3,
+        top_k=1,
     )
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     sequence = nodes(state)
@@ -113,9 +126,9 @@ async def test_an_answer_turned_down_is_not_given_again_over_the_same_evidence(
 ):
     from reflexrag.nodes.judges import GENERATOR_BACKENDS
 
-    # The first answer is judged not useful; the rewrite fetches the same three chunks. The
+    # The first answer is judged ungrounded, so the same three chunks are read again. The
     # reader, told what the first answer stood on, answers from another sentence.
-    grader = [ROUTE_YES, YES, YES, YES, FULLY, NO, "Tesla death", FULLY, YES]
+    grader = [ROUTE_YES, YES, YES, YES, UNGROUNDED, FULLY, YES]
     context = scripted(monkeypatch, grader, [], top_k=3, min_confidence=0.0)
     reader = RecordingReader()
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
@@ -135,8 +148,9 @@ async def test_with_every_sentence_turned_down_nothing_is_checked_and_the_loop_l
     from reflexrag.nodes.judges import GENERATOR_BACKENDS
 
     # One chunk of one sentence, turned down: the next reading of it has nothing left to say,
-    # which is not sent to the judges (the script has no reply for it) and is no answer.
-    grader = [ROUTE_YES, YES, FULLY, NO, "Tesla death"]
+    # which is not sent to the judges (the script has no reply for it) and is no answer. The
+    # rewrite then finds only that chunk again: nothing new to answer from, so not found.
+    grader = [ROUTE_YES, YES, UNGROUNDED, "Tesla death"]
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1, min_confidence=0.0)
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: RecordingReader())
     state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
@@ -144,15 +158,17 @@ async def test_with_every_sentence_turned_down_nothing_is_checked_and_the_loop_l
     assert checks[1].startswith("no answer to check")
     drafts = [entry["summary"] for entry in state["steps"] if entry["node"] == "generate"]
     assert drafts[1].endswith("stood on: nothing new to answer")
-    assert state["stop_reason"] == "max_retrieval_attempts"
+    assert nodes(state)[-3:] == ["transform_query", "retrieve", "give_up"]
+    assert state["stop_reason"] == "no_new_evidence"
     assert state["answer_kind"] == "not_found"
 
 
 async def test_a_useful_answer_less_sure_than_the_run_asks_looks_further(flow_kb, monkeypatch):
     # The chunk is relevant but scored 0.4, so the answer citing it is 0.4 sure: under
-    # min_confidence 0.5 the loop rewrites the query while it may, then says not found.
+    # min_confidence 0.5 the loop rewrites the query while it may (each rewrite finds a chunk
+    # the run had not read, graded irrelevant), then says not found.
     unsure = '{"binary_score": "yes", "score": 0.4}'
-    grader = [ROUTE_YES, unsure, FULLY, YES, "Tesla death", FULLY, YES, "Tesla died", FULLY, YES]
+    grader = [ROUTE_YES, unsure, FULLY, YES, "Edison", NO, FULLY, YES, "Paris", NO, FULLY, YES]
     context = scripted(
         monkeypatch, grader, ["1943 [1]"] * 3, top_k=1, max_query_rewrites=2, min_confidence=0.5
     )
@@ -167,16 +183,15 @@ async def test_a_useful_answer_less_sure_than_the_run_asks_looks_further(flow_kb
 
 
 async def test_exhausted_rewrites_end_with_not_found(flow_kb, monkeypatch):
-    grader = [ROUTE_YES, NO, NO, NO] + [f"rewrite {n}" for n in range(3)]
-    context = scripted(monkeypatch, grader, [], top_k=3)
-    state = await self_rag_graph.ainvoke(
-        {"question": "Who won the 1998 World Cup?"}, context=context
-    )
+    # Each rewrite finds a chunk the run had not read, graded irrelevant like the first.
+    grader = [ROUTE_YES, NO, "Thomas Edison General Electric", NO, "Paris capital of France", NO]
+    context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=2)
+    state = await self_rag_graph.ainvoke({"question": "When did Tesla die?"}, context=context)
     assert state["stop_reason"] == "max_retrieval_attempts"
     assert state["answer_kind"] == "not_found"
     assert "could not find" in state["generation"]
-    assert state["retrieval_attempts"] == 4 and state["query_rewrites"] == 3
-    assert len(state["steps"]) <= 2 + 4 * 3
+    assert state["retrieval_attempts"] == 3 and state["query_rewrites"] == 2
+    assert len(state["steps"]) <= 2 + 3 * 3
     assert state["sources"], "the closest evidence is reported"
 
 
@@ -211,8 +226,8 @@ async def test_a_temperature_0_model_is_not_asked_again_what_it_answered_wrongly
 
     # A model that writes the same answer to the same prompt wrote an ungrounded one. Asking
     # it again would buy the same answer: the loop rewrites the query instead, and as the
-    # rewrite fetches the same three chunks the prompt is still the same, so the model is
-    # never called again (the generator's script holds one reply) and the run gives up.
+    # rewrite fetches the same three chunks there is nothing new to write from, so the model
+    # is never called again (the generator's script holds one reply) and the run gives up.
     grader = [ROUTE_YES, YES, YES, YES, UNGROUNDED, "Tesla death"]
     context = scripted(monkeypatch, grader, [], top_k=3, max_query_rewrites=1)
     writer = GenericFakeChatModel(messages=iter([AIMessage("He was born in 1856 [1].")]))
@@ -225,11 +240,9 @@ async def test_a_temperature_0_model_is_not_asked_again_what_it_answered_wrongly
         "grade_generation",
         "transform_query",
         "retrieve",
-        "grade_documents",
-        "generate",
-        "grade_generation",
         "give_up",
     ]
+    assert state["stop_reason"] == "no_new_evidence"
     assert state["usage"]["llm.generator"] == 1
     assert state["stood_on"][0].startswith("prompt sha256:")
     assert state["answer_kind"] == "not_found"
@@ -332,7 +345,7 @@ async def test_a_thread_holds_many_questions(flow_kb, monkeypatch, tmp_path):
     config = {"configurable": {"thread_id": "t1"}}
     context = scripted(monkeypatch, [ROUTE_YES, NO, NO] + ["r", NO, NO] * 3, [])
     first = await graph.ainvoke({"question": "unknown thing"}, config, context=context)
-    assert first["stop_reason"] == "max_retrieval_attempts"
+    assert first["answer_kind"] == "not_found"
     context = scripted(monkeypatch, [ROUTE_YES, YES, YES, FULLY, YES], ["1943 [1]"])
     second = await graph.ainvoke({"question": "When did Tesla die?"}, config, context=context)
     assert second["stop_reason"] == "answered"
@@ -408,7 +421,8 @@ async def test_a_part_never_answered_is_searched_for_then_named_in_the_give_up(
     from reflexrag.server.runner import run_question
 
     asked = record_prompts(monkeypatch)
-    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    # (The rewrite finds Edison's chunk, which the run had not read.)
+    grader = [ROUTE_YES, YES, FULLY, YES, "Edison", YES, FULLY, YES]
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: TwoPartReader())
     question = "When did Tesla die and where was he buried?"
@@ -452,7 +466,8 @@ async def test_a_part_found_in_an_earlier_round_stays_found_for_the_give_up(flow
     from reflexrag.nodes.judges import GENERATOR_BACKENDS
     from reflexrag.server.runner import run_question
 
-    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    # (The rewrite finds Edison's chunk, which the run had not read.)
+    grader = [ROUTE_YES, YES, FULLY, YES, "Edison", YES, FULLY, YES]
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
     reader = ForgetfulReader()
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
@@ -493,7 +508,8 @@ async def test_a_give_up_names_only_words_no_answer_of_the_run_quoted(
     from reflexrag.nodes.judges import GENERATOR_BACKENDS
     from reflexrag.server.runner import run_question
 
-    grader = [ROUTE_YES, YES, FULLY, YES, "Tesla burial place", FULLY, YES]
+    # (The rewrite finds Edison's chunk, which the run had not read.)
+    grader = [ROUTE_YES, YES, FULLY, YES, "Edison", YES, FULLY, YES]
     context = scripted(monkeypatch, grader, [], top_k=1, max_query_rewrites=1)
     reader = UnsureReader(first_unsaid)
     monkeypatch.setitem(GENERATOR_BACKENDS, "fake", lambda ctx: reader)
