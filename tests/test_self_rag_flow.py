@@ -578,3 +578,21 @@ def test_a_give_up_names_the_words_asked_that_no_passage_said():
     # A name no passage mentions says more: it is named instead.
     both = not_found_text(question, {"unasked": ["language"], "unmentioned": ["Haymo"]})
     assert both.endswith("no passage I found mentions “Haymo”.")
+
+
+def test_nothing_new_is_read_from_the_state_alone():
+    from reflexrag.nodes.routing import found_nothing_new
+
+    def graded(relevant: bool) -> dict:
+        return {"x": {"score": 0.9 if relevant else 0.1, "relevant": relevant, "query": "q"}}
+
+    rewritten = {"query_rewrites": 1, "stood_on": ["A sentence turned down."]}
+    assert not found_nothing_new({"new_chunk_ids": []}), "the first retrieval"
+    assert found_nothing_new({**rewritten, "new_chunk_ids": []})
+    assert not found_nothing_new({**rewritten, "new_chunk_ids": ["x"]}), "still to be graded"
+    assert found_nothing_new({**rewritten, "new_chunk_ids": ["x"], "doc_grades": graded(False)})
+    assert not found_nothing_new({**rewritten, "new_chunk_ids": ["x"], "doc_grades": graded(True)})
+    # A verdict or a shared name stands on no sentence: an irrelevant new chunk may change it.
+    verdict = {**rewritten, "stood_on": [], "new_chunk_ids": ["x"], "doc_grades": graded(False)}
+    assert not found_nothing_new(verdict)
+    assert not found_nothing_new({"query_rewrites": 1}), "a state kept before the field was"
