@@ -1,7 +1,8 @@
 """Self-RAG: decide to retrieve, grade documents, generate, check groundedness and usefulness.
 
-Not grounded → regenerate; grounded but not useful → rewrite the query and retrieve again;
-every loop is bounded by a counter on the state, ending in ``finish`` or ``give_up``.
+Not grounded → regenerate; grounded but not useful → rewrite the query and retrieve again,
+unless the rewrite finds nothing new to answer from; every loop is bounded by a counter on the
+state, ending in ``finish`` or ``give_up``.
 """
 
 from langgraph.graph import END, START, StateGraph
